@@ -1,0 +1,28 @@
+# make run   - create .venv, install xroute, run the main job on the bundled sample data
+# make test  - create .venv, install xroute, run every test
+# make conformance - differential test against a real RabbitMQ (found, or started on loopback)
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: run test conformance venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@bash scripts/make-venv.sh "$(PYTHON)" "$(VENV)"
+	@touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/xroute demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+conformance: $(STAMP)
+	@bash scripts/conformance.sh
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,54 @@
+"""Options that several commands share."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from xroute.topology import Topology
+
+
+def parse_header(text: str) -> tuple[str, Any]:
+    """``name=value``: the value is read as JSON when it parses (``n=1``, ``CC=["a.b"]``,
+    ``flag=true``, ``x=null``), else taken as a string."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise click.BadParameter(f"{text!r} is not name=value", param_hint="--header")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return name, value
+
+
+def headers_from(pairs: tuple[str, ...]) -> dict[str, Any] | None:
+    """The headers table given by repeated ``--header name=value`` options."""
+    return dict(parse_header(p) for p in pairs) or None
+
+
+definitions_option = click.option(
+    "--definitions",
+    "-d",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="A RabbitMQ definitions export (JSON).",
+)
+vhost_option = click.option("--vhost", default=None, help="Virtual host to read (default: the only one).")
+header_option = click.option(
+    "--header",
+    "-H",
+    "header_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A message header; VALUE is JSON if it parses, else text. Repeat for more.",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+def load_topology(definitions: str, vhost: str | None, engine: str | None = None) -> Topology:
+    """The topology of a definitions file, for a command."""
+    if engine is None:
+        return Topology.from_definitions(definitions, vhost=vhost)
+    return Topology.from_definitions(definitions, vhost=vhost, engine=engine)

@@ -1,0 +1,46 @@
+"""``xroute route``: which queues does a message reach?"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from xroute.cli import EXIT_OK, EXIT_UNROUTABLE, cli
+from xroute.cli.options import (
+    definitions_option,
+    header_option,
+    headers_from,
+    json_option,
+    load_topology,
+    vhost_option,
+)
+
+
+@cli.command()
+@definitions_option
+@vhost_option
+@click.option("--exchange", "-e", required=True, help="The exchange the message is published to.")
+@click.option("--key", "-k", default="", help="The routing key.")
+@header_option
+@json_option
+def route(
+    definitions: str,
+    vhost: str | None,
+    exchange: str,
+    key: str,
+    header_pairs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Print the queues a message reaches, one a line (exit 3 if none)."""
+    topology = load_topology(definitions, vhost)
+    queues = sorted(topology.route(exchange, key, headers_from(header_pairs)))
+    if as_json:
+        click.echo(json.dumps({"exchange": exchange, "routing_key": key, "queues": queues, "routed": bool(queues)}))
+    else:
+        for queue in queues:
+            click.echo(queue)
+        if not queues:
+            click.echo("unroutable: no queue", err=True)
+    sys.exit(EXIT_OK if queues else EXIT_UNROUTABLE)

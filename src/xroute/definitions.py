@@ -1,0 +1,200 @@
+"""RabbitMQ definitions exports (``rabbitmqctl export_definitions``, ``/api/definitions``) in
+and out. One virtual host at a time; the alternate exchanges set by policy are honoured."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from xroute.errors import DefinitionsError, XRouteError
+from xroute.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
+
+_SECTIONS = ("queues", "exchanges", "bindings", "policies")
+
+
+def read_definitions(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
+    """The parsed export from a path, JSON text, or a dict that is already parsed."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    text = str(source)
+    if isinstance(source, str) and text.lstrip().startswith("{"):
+        where = "definitions text"
+    else:
+        where = text
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise DefinitionsError(f"cannot read definitions file {where!r}: {error}", where) from None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DefinitionsError(f"{where!r} is not valid JSON: {error}", where) from None
+    if not isinstance(parsed, dict):
+        raise DefinitionsError(
+            f"{where!r} is not a definitions export: expected a JSON object, got "
+            f"{type(parsed).__name__}",
+            where,
+        )
+    return parsed
+
+
+def _entries(defs: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
+    entries = defs.get(section, [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise DefinitionsError(f"definitions: {section!r} must be a list of objects", section)
+    return entries
+
+
+def _field(entry: Mapping[str, Any], name: str, kind: type | tuple, section: str, default=None):
+    if name not in entry:
+        if default is not None:
+            return default
+        raise DefinitionsError(f"definitions: an entry in {section!r} has no {name!r}: {entry!r:.120}", entry)
+    value = entry[name]
+    if not isinstance(value, kind):
+        raise DefinitionsError(
+            f"definitions: {section} entry {entry.get('name', entry)!r:.60}: {name!r} must be "
+            f"{getattr(kind, '__name__', kind)}, got {value!r:.60}",
+            entry,
+        )
+    return value
+
+
+def _pick_vhost(defs: Mapping[str, Any], vhost: str | None) -> str | None:
+    present = {
+        entry["vhost"]
+        for section in _SECTIONS
+        for entry in _entries(defs, section)
+        if "vhost" in entry
+    }
+    if vhost is not None:
+        if present and vhost not in present:
+            raise DefinitionsError(
+                f"definitions hold no virtual host {vhost!r}; they hold {sorted(present)}", vhost
+            )
+        return vhost
+    if len(present) > 1:
+        raise DefinitionsError(
+            f"definitions hold several virtual hosts {sorted(present)}; choose one with vhost=",
+            sorted(present),
+        )
+    return next(iter(present), None)
+
+
+def _policy_alternates(policies: list[dict[str, Any]], exchange_names: list[str]) -> dict[str, str]:
+    # The policy of highest priority that matches an exchange decides; arguments set by the
+    # client take precedence over it (applied by the caller).
+    chosen: dict[str, tuple[int, str]] = {}
+    for policy in policies:
+        definition = _field(policy, "definition", dict, "policies")
+        alternate = definition.get(ALTERNATE_EXCHANGE)
+        if policy.get("apply-to", "all") not in ("all", "exchanges"):
+            continue
+        try:
+            pattern = re.compile(_field(policy, "pattern", str, "policies"))
+        except re.error as error:
+            raise DefinitionsError(f"policy {policy.get('name')!r}: bad pattern: {error}", policy) from None
+        priority = policy.get("priority", 0)
+        for name in exchange_names:
+            if pattern.search(name) and (name not in chosen or priority > chosen[name][0]):
+                chosen[name] = (priority, alternate)
+    return {name: alt for name, (_, alt) in chosen.items() if isinstance(alt, str)}
+
+
+def load_definitions(
+    source: str | Path | Mapping[str, Any], vhost: str | None = None, engine: str = "trie"
+) -> Topology:
+    """A `Topology` from a definitions export; errors name the entry that is wrong."""
+    defs = read_definitions(source)
+    chosen = _pick_vhost(defs, vhost)
+
+    def of_vhost(section: str) -> list[dict[str, Any]]:
+        return [e for e in _entries(defs, section) if e.get("vhost", chosen) == chosen]
+
+    topology = Topology(engine=engine)
+    exchanges = of_vhost("exchanges")
+    policies = of_vhost("policies")
+    alternates = _policy_alternates(
+        policies, [_field(e, "name", str, "exchanges") for e in exchanges]
+    )
+    try:
+        for queue in of_vhost("queues"):
+            topology.declare_queue(
+                _field(queue, "name", str, "queues"),
+                durable=_field(queue, "durable", bool, "queues", True),
+                auto_delete=_field(queue, "auto_delete", bool, "queues", False),
+                arguments=_field(queue, "arguments", dict, "queues", {}),
+            )
+        for exchange in exchanges:
+            name = exchange["name"]
+            if name == DEFAULT_EXCHANGE:
+                continue
+            arguments = _field(exchange, "arguments", dict, "exchanges", {})
+            topology.declare_exchange(
+                name,
+                _field(exchange, "type", str, "exchanges"),
+                durable=_field(exchange, "durable", bool, "exchanges", True),
+                auto_delete=_field(exchange, "auto_delete", bool, "exchanges", False),
+                internal=_field(exchange, "internal", bool, "exchanges", False),
+                arguments=arguments,
+            )
+            if ALTERNATE_EXCHANGE not in arguments and name in alternates:
+                topology.exchanges[name].alternate_exchange = alternates[name]
+        for binding in of_vhost("bindings"):
+            topology.bind(
+                _field(binding, "source", str, "bindings"),
+                _field(binding, "destination", str, "bindings"),
+                _field(binding, "routing_key", str, "bindings", ""),
+                _field(binding, "arguments", dict, "bindings", {}),
+                destination_type=_field(binding, "destination_type", str, "bindings", "queue"),
+            )
+    except DefinitionsError:
+        raise
+    except XRouteError as error:
+        # Keep the specific error type; say that it came from the definitions.
+        error.args = (f"definitions: {error}",)
+        raise
+    topology.policies = policies
+    return topology
+
+
+def dump_definitions(topology: Topology) -> dict[str, Any]:
+    """A definitions export of one virtual host (no ``vhost`` fields, as ``/api/definitions/vh``)."""
+    builtin = {DEFAULT_EXCHANGE, *STANDARD_EXCHANGES}
+    return {
+        "queues": [
+            {
+                "name": q.name,
+                "durable": q.durable,
+                "auto_delete": q.auto_delete,
+                "arguments": dict(q.arguments),
+            }
+            for q in topology.queues.values()
+        ],
+        "exchanges": [
+            {
+                "name": x.name,
+                "type": x.type,
+                "durable": x.durable,
+                "auto_delete": x.auto_delete,
+                "internal": x.internal,
+                "arguments": dict(x.arguments),
+            }
+            for x in topology.exchanges.values()
+            if x.name not in builtin
+        ],
+        "bindings": [
+            {
+                "source": b.source,
+                "destination": b.destination.name,
+                "destination_type": b.destination.kind,
+                "routing_key": b.routing_key,
+                "arguments": dict(b.arguments),
+            }
+            for b in topology.bindings()
+        ],
+        "policies": [dict(p) for p in topology.policies],
+    }

@@ -1,0 +1,123 @@
+"""A word trie with ``*`` and ``#`` edges, walked breadth-first so that it is never exponential.
+
+RabbitMQ's trie walk restarts the search below a ``#`` edge once for every tail of the key,
+and the same (node, position) pair is explored again and again: with bindings ``#.#.#...``
+the work doubles with every ``#`` (seed 000). Here the walk advances all live nodes one word
+at a time and keeps each node once per position, so routing a key of L words costs at most
+L times the number of trie nodes, whatever the patterns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from xroute.engines.base import EMPTY, Words, register
+from xroute.keys import HASH, STAR, split_words
+
+
+class Node:
+    """One trie node: the pattern prefix spelled by the edges from the root to it."""
+
+    __slots__ = ("children", "star", "hash", "is_hash", "destinations")
+
+    def __init__(self, is_hash: bool = False) -> None:
+        self.children: dict[str, Node] = {}
+        self.star: Node | None = None
+        self.hash: Node | None = None
+        # A node reached through a '#' edge may absorb any number of further words.
+        self.is_hash = is_hash
+        self.destinations: set[Hashable] = set()
+
+    def child(self, word: str) -> Node | None:
+        """The child along ``word`` (a literal, ``*`` or ``#``), if any."""
+        if word == STAR:
+            return self.star
+        if word == HASH:
+            return self.hash
+        return self.children.get(word)
+
+    def is_empty(self) -> bool:
+        """True if nothing is bound here or below."""
+        return not (self.destinations or self.children or self.star or self.hash)
+
+
+def _with_hash_chain(node: Node | None, into: set[Node]) -> None:
+    # A '#' may match zero words, so entering a node also enters its '#' child, and so on.
+    while node is not None and node not in into:
+        into.add(node)
+        node = node.hash
+
+
+@register
+class TrieEngine:
+    """Bindings in a word trie; a route walks every live node in step with the key's words."""
+
+    name = "trie"
+
+    def __init__(self) -> None:
+        self._root = Node()
+        self._nodes = 1
+
+    def add(self, words: Words, destination: Hashable) -> None:
+        node = self._root
+        for word in words:
+            child = node.child(word)
+            if child is None:
+                child = Node(is_hash=word == HASH)
+                if word == STAR:
+                    node.star = child
+                elif word == HASH:
+                    node.hash = child
+                else:
+                    node.children[word] = child
+                self._nodes += 1
+            node = child
+        node.destinations.add(destination)
+
+    def remove(self, words: Words, destination: Hashable) -> None:
+        path = [self._root]
+        for word in words:
+            path.append(path[-1].child(word))
+        path[-1].destinations.discard(destination)
+        # Prune the nodes that no longer lead to any binding, deepest first.
+        for depth in range(len(words), 0, -1):
+            node, parent, word = path[depth], path[depth - 1], words[depth - 1]
+            if not node.is_empty():
+                break
+            if word == STAR:
+                parent.star = None
+            elif word == HASH:
+                parent.hash = None
+            else:
+                del parent.children[word]
+            self._nodes -= 1
+
+    def live_nodes(self, words: Words) -> set[Node]:
+        """The nodes whose pattern prefix matches all of ``words``."""
+        live: set[Node] = set()
+        _with_hash_chain(self._root, live)
+        for word in words:
+            advanced: set[Node] = set()
+            for node in live:
+                _with_hash_chain(node.children.get(word), advanced)
+                _with_hash_chain(node.star, advanced)
+                if node.is_hash:
+                    _with_hash_chain(node, advanced)
+            if not advanced:
+                return advanced
+            live = advanced
+        return live
+
+    def match(self, key: str) -> frozenset:
+        found: set[Hashable] = set()
+        for node in self.live_nodes(split_words(key)):
+            if node.destinations:
+                found.update(node.destinations)
+        return frozenset(found) if found else EMPTY
+
+    def match_many(self, keys: Sequence[str]) -> list[frozenset]:
+        return [self.match(key) for key in keys]
+
+    def stats(self) -> dict[str, Any]:
+        return {"engine": self.name, "nodes": self._nodes}

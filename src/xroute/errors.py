@@ -1,0 +1,121 @@
+"""Every error xroute raises: one root, `XRouteError`, and a specific subclass per kind of bad input.
+
+Each subclass also derives from the builtin it resembles (so ``except KeyError`` still works
+for a missing binding) and keeps the offending value as an attribute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class XRouteError(Exception):
+    """The root of every error xroute raises on purpose."""
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ shows the repr of its argument; every xroute error reads as a sentence.
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class InvalidRoutingKey(XRouteError, ValueError):
+    """A routing key that is not text, not valid UTF-8, or longer than 255 bytes."""
+
+    def __init__(self, key: Any, reason: str) -> None:
+        super().__init__(f"invalid routing key {_show(key)}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class InvalidPattern(XRouteError, ValueError):
+    """A binding key (pattern) that is not text, not valid UTF-8, or longer than 255 bytes."""
+
+    def __init__(self, pattern: Any, reason: str) -> None:
+        super().__init__(f"invalid binding key {_show(pattern)}: {reason}")
+        self.pattern = pattern
+        self.reason = reason
+
+
+class BindingNotFound(XRouteError, KeyError):
+    """Removing a binding that does not exist."""
+
+    def __init__(self, pattern: Any, destination: Any) -> None:
+        super().__init__(f"no binding {_show(pattern)} -> {destination!r}")
+        self.pattern = pattern
+        self.destination = destination
+
+
+class UnknownEngine(XRouteError, ValueError):
+    """A matcher engine name that is not registered."""
+
+    def __init__(self, engine: Any, known: list[str]) -> None:
+        super().__init__(f"unknown engine {engine!r}; known engines: {', '.join(known)}")
+        self.engine = engine
+
+
+class UnknownExchange(XRouteError, KeyError):
+    """An exchange name that the topology does not declare."""
+
+    def __init__(self, name: Any, context: str = "") -> None:
+        where = f" ({context})" if context else ""
+        super().__init__(f"unknown exchange {name!r}{where}")
+        self.name = name
+
+
+class UnknownQueue(XRouteError, KeyError):
+    """A queue name that the topology does not declare."""
+
+    def __init__(self, name: Any, context: str = "") -> None:
+        where = f" ({context})" if context else ""
+        super().__init__(f"unknown queue {name!r}{where}")
+        self.name = name
+
+
+class UnknownExchangeType(XRouteError, ValueError):
+    """An exchange type other than direct, fanout, topic, headers and x-delimiter."""
+
+    def __init__(self, exchange_type: Any, known: list[str]) -> None:
+        super().__init__(
+            f"unknown exchange type {exchange_type!r}; supported: {', '.join(known)}"
+        )
+        self.exchange_type = exchange_type
+
+
+class InvalidArguments(XRouteError, ValueError):
+    """Binding or exchange arguments that RabbitMQ would refuse (a bad ``x-match``, say)."""
+
+    def __init__(self, message: str, arguments: Any = None) -> None:
+        super().__init__(message)
+        self.arguments = arguments
+
+
+class InvalidHeaders(XRouteError, TypeError):
+    """Message headers of the wrong shape: a non-dict, a non-text name, an unsupported value
+    type, or a ``CC``/``BCC`` header that is not a list of strings."""
+
+    def __init__(self, message: str, name: Any = None, value: Any = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.value = value
+
+
+class PreconditionFailed(XRouteError, ValueError):
+    """Redeclaring an exchange with another type or other arguments (AMQP 406)."""
+
+
+class AccessRefused(XRouteError, PermissionError):
+    """An operation RabbitMQ forbids: binding the default exchange, publishing to an internal
+    exchange, declaring a reserved ``amq.`` name (AMQP 403)."""
+
+
+class DefinitionsError(XRouteError, ValueError):
+    """A RabbitMQ definitions export that cannot be read: bad JSON, a missing field, a field of
+    the wrong type, or an ambiguous virtual host."""
+
+    def __init__(self, message: str, where: Any = None) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,117 @@
+"""The headers exchange, indexed by criterion as in OpenAMQ's field matching (seed 001).
+
+Each binding's arguments become criteria: a (name, value) pair, or a name alone when the value
+is void (presence only). An index maps each criterion to the bindings that ask for it, so a
+message touches only the entries of its own headers and counts hits per binding: an ``all``
+binding matches when every criterion is hit, an ``any`` binding when one is. No message scans
+every binding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from xroute.errors import InvalidArguments
+from xroute.headers import VOID, canonical
+from xroute.model import Binding
+
+X_MATCH = "x-match"
+# x-match value -> (match any criterion?, do x- arguments count as criteria?)
+MATCH_MODES = {
+    "all": (False, False),
+    "any": (True, False),
+    "all-with-x": (False, True),
+    "any-with-x": (True, True),
+}
+
+
+def match_mode(arguments: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(any?, with x-?) for a binding's arguments; `InvalidArguments` for a bad ``x-match``."""
+    mode = arguments.get(X_MATCH, "all")
+    if isinstance(mode, (bytes, bytearray)):
+        mode = bytes(mode).decode("utf-8", "replace")
+    if not isinstance(mode, str):
+        raise InvalidArguments(
+            f"invalid x-match {mode!r} ({type(mode).__name__}); expected a string: "
+            f"{', '.join(MATCH_MODES)}",
+            arguments,
+        )
+    try:
+        return MATCH_MODES[mode]
+    except KeyError:
+        raise InvalidArguments(
+            f"invalid x-match {mode!r}; expected one of {', '.join(MATCH_MODES)}", arguments
+        ) from None
+
+
+def criteria(arguments: Mapping[str, Any]) -> tuple[bool, list[tuple[str, tuple]]]:
+    """(any?, criteria) of a binding: (name, canonical value), or (name, VOID) for presence."""
+    any_mode, with_x = match_mode(arguments)
+    found = [
+        (name, canonical(value, name))
+        for name, value in arguments.items()
+        if name != X_MATCH and (with_x or not name.startswith("x-"))
+    ]
+    return any_mode, found
+
+
+class HeadersExchange:
+    """A message goes to the bindings whose criteria its headers meet."""
+
+    type_name = "headers"
+
+    def __init__(self) -> None:
+        self._by_value: dict[tuple[str, tuple], set[Binding]] = {}
+        self._by_presence: dict[str, set[Binding]] = {}
+        self._needed: dict[Binding, int] = {}  # hits an 'all' binding needs; 1 for 'any'
+        self._always: set[Binding] = set()  # 'all' with no criteria matches every message
+        self._never: set[Binding] = set()  # 'any' with no criteria matches none
+
+    def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
+        criteria(arguments)
+
+    def _entries(self, binding: Binding) -> tuple[bool, list[set[Binding]]]:
+        any_mode, wanted = criteria(binding.arguments)
+        entries = []
+        for name, value in wanted:
+            index, key = (
+                (self._by_presence, name) if value == VOID else (self._by_value, (name, value))
+            )
+            entries.append((index, key))
+        return any_mode, entries
+
+    def bind(self, binding: Binding) -> None:
+        any_mode, entries = self._entries(binding)
+        if not entries:
+            (self._never if any_mode else self._always).add(binding)
+            return
+        for index, key in entries:
+            index.setdefault(key, set()).add(binding)
+        self._needed[binding] = 1 if any_mode else len(entries)
+
+    def unbind(self, binding: Binding) -> None:
+        any_mode, entries = self._entries(binding)
+        self._always.discard(binding)
+        self._never.discard(binding)
+        self._needed.pop(binding, None)
+        for index, key in entries:
+            bound = index[key]
+            bound.discard(binding)
+            if not bound:
+                del index[key]
+
+    def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
+        hits: dict[Binding, int] = {}
+        for name, value in headers.items():
+            for bound in (
+                self._by_presence.get(name, ()),
+                self._by_value.get((name, canonical(value, name)), ()),
+            ):
+                for binding in bound:
+                    hits[binding] = hits.get(binding, 0) + 1
+        needed = self._needed
+        matched = [binding for binding, count in hits.items() if count >= needed[binding]]
+        if self._always:
+            matched.extend(self._always)
+        return matched

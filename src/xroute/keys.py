@@ -1,0 +1,52 @@
+"""Splitting and validating routing keys and binding patterns: the one validation path that the
+library, the CLI and the pipeline share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xroute.errors import InvalidPattern, InvalidRoutingKey
+
+MAX_KEY_BYTES = 255  # an AMQP short string
+STAR = "*"
+HASH = "#"
+
+# Each character is at most 4 UTF-8 bytes, so a key this short cannot exceed the limit
+# and the hot path skips the encode.
+_ALWAYS_SHORT = MAX_KEY_BYTES // 4
+
+
+def _problem(text: Any) -> str | None:
+    if not isinstance(text, str):
+        return f"expected str, got {type(text).__name__}"
+    if len(text) <= _ALWAYS_SHORT:
+        if text.isascii():
+            return None
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "not valid UTF-8 text (it holds a lone surrogate)"
+    if size > MAX_KEY_BYTES:
+        return f"{size} bytes in UTF-8, more than {MAX_KEY_BYTES}"
+    return None
+
+
+def check_routing_key(key: Any) -> str:
+    """Return ``key`` if it is a valid routing key, else raise `InvalidRoutingKey`."""
+    problem = _problem(key)
+    if problem is not None:
+        raise InvalidRoutingKey(key, problem)
+    return key
+
+
+def check_pattern(pattern: Any) -> str:
+    """Return ``pattern`` if it is a valid binding key, else raise `InvalidPattern`."""
+    problem = _problem(pattern)
+    if problem is not None:
+        raise InvalidPattern(pattern, problem)
+    return pattern
+
+
+def split_words(text: str) -> tuple[str, ...]:
+    """Split a key or pattern into words: ``""`` has none; empty words are kept (``a..b``)."""
+    return tuple(text.split(".")) if text else ()

@@ -1,0 +1,60 @@
+"""The nouns of a topology: destinations, bindings, exchanges and queues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+DestinationType = Literal["queue", "exchange"]
+
+
+class Destination(NamedTuple):
+    """Where a binding leads: a queue or an exchange (they may share a name)."""
+
+    kind: DestinationType
+    name: str
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Binding:
+    """One binding: source exchange, destination, binding key and arguments.
+
+    A `Topology` keeps one object per distinct binding, so identity is equality and the
+    matchers can hold bindings themselves as their destinations.
+    """
+
+    source: str
+    destination: Destination
+    routing_key: str
+    arguments: dict[str, Any]
+
+    def __repr__(self) -> str:
+        args = f", arguments={self.arguments!r}" if self.arguments else ""
+        return (
+            f"Binding({self.source!r} -> {self.destination.kind} {self.destination.name!r}, "
+            f"key={self.routing_key!r}{args})"
+        )
+
+
+@dataclass
+class Queue:
+    """A declared queue; its properties are kept for the definitions round trip."""
+
+    name: str
+    durable: bool = True
+    auto_delete: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Exchange:
+    """A declared exchange and the index of its bindings (``kind``, one of `xroute.exchanges`)."""
+
+    name: str
+    type: str
+    kind: Any
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    arguments: dict[str, Any] = field(default_factory=dict)
+    alternate_exchange: str | None = None
