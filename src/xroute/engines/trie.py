@@ -49,6 +49,17 @@ def _with_hash_chain(node: Node | None, into: set[Node]) -> None:
         node = node.hash
 
 
+def step(live: set[Node], word: str) -> set[Node]:
+    """The live nodes after reading one more word: each node at most once, so never exponential."""
+    advanced: set[Node] = set()
+    for node in live:
+        _with_hash_chain(node.children.get(word), advanced)
+        _with_hash_chain(node.star, advanced)
+        if node.is_hash:
+            _with_hash_chain(node, advanced)
+    return advanced
+
+
 @register
 class TrieEngine:
     """Bindings in a word trie; a route walks every live node in step with the key's words."""
@@ -93,20 +104,19 @@ class TrieEngine:
                 del parent.children[word]
             self._nodes -= 1
 
-    def live_nodes(self, words: Words) -> set[Node]:
-        """The nodes whose pattern prefix matches all of ``words``."""
+    def start(self) -> set[Node]:
+        """The live nodes before any word is read: the root and its chain of ``#`` children."""
         live: set[Node] = set()
         _with_hash_chain(self._root, live)
+        return live
+
+    def live_nodes(self, words: Words) -> set[Node]:
+        """The nodes whose pattern prefix matches all of ``words``."""
+        live = self.start()
         for word in words:
-            advanced: set[Node] = set()
-            for node in live:
-                _with_hash_chain(node.children.get(word), advanced)
-                _with_hash_chain(node.star, advanced)
-                if node.is_hash:
-                    _with_hash_chain(node, advanced)
-            if not advanced:
-                return advanced
-            live = advanced
+            live = step(live, word)
+            if not live:
+                break
         return live
 
     def match(self, key: str) -> frozenset:

@@ -1,0 +1,1 @@
+"""Benchmarks: the seeds' workloads, peers, experiments, plots and reports."""
