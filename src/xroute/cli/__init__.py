@@ -37,4 +37,4 @@ def main() -> None:
 
 
 # Each command lives in its own module and registers itself on `cli`.
-from xroute.cli import demo, route  # noqa: E402,F401
+from xroute.cli import bench, demo, route  # noqa: E402,F401

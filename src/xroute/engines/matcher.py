@@ -1,14 +1,18 @@
 """`TopicMatcher`: the public topic matcher. It validates, deduplicates and counts bindings,
-and hands the matching itself to an engine from the registry."""
+numbers destinations for the batch API, keeps the optional route cache exact, and hands the
+matching itself to an engine from the registry."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from xroute.engines.base import ENGINES
-from xroute.errors import BindingNotFound, UnknownEngine
-from xroute.keys import check_pattern, check_routing_key, split_words
+from xroute.engines.cache import RouteCache
+from xroute.errors import BindingNotFound, InvalidRoutingKey, UnknownEngine
+from xroute.keys import MAX_KEY_BYTES, check_pattern, check_routing_key, split_words
 
 DEFAULT_ENGINE = "trie"
 
@@ -16,48 +20,124 @@ DEFAULT_ENGINE = "trie"
 class TopicMatcher:
     """AMQP topic matching of routing keys against (pattern, destination) bindings.
 
+    ``cache`` puts a bounded route cache (`xroute.engines.cache`) in front of the engine:
+    ``True``, ``False``, or ``None`` (the default) for the engine's own preference, which is
+    on for engines that walk the trie per key and off for those that already remember per key
+    or per state (``dfa``, ``bitmap``, ``auto``): see docs/engines.md.
+
     >>> m = TopicMatcher()
     >>> m.add("floor_1.#", "q1")
     >>> sorted(m.match("floor_1.bedroom.temperature"))
     ['q1']
     """
 
-    def __init__(self, engine: str = DEFAULT_ENGINE) -> None:
+    def __init__(self, engine: str = DEFAULT_ENGINE, cache: bool | None = None) -> None:
         try:
             self._engine = ENGINES[engine]()
         except (KeyError, TypeError):
             raise UnknownEngine(engine, sorted(ENGINES)) from None
+        if cache is None:
+            cache = getattr(self._engine, "route_cache_default", True)
+        self._cache: RouteCache | None = RouteCache() if cache else None
         self._bindings: set[tuple[str, Hashable]] = set()
+        # Destination ids for the batch API: stable while a destination has a binding; the id
+        # of a destination that loses its last binding is reused by the next new one.
+        self._id_of: dict[Hashable, int] = {}
+        self._refs: dict[Hashable, int] = {}
+        self._by_id: list[Any] = []
+        self._free_ids: list[int] = []
+        self._ids_version = 0
+        # The translation from the engine's own destination numbering to ours (see match_many_ids).
+        self._translation: tuple[Any, int, np.ndarray] | None = None
 
     @property
     def engine(self) -> str:
         """The name of the engine doing the matching."""
         return self._engine.name
 
+    @property
+    def cached(self) -> bool:
+        """True if a route cache sits in front of the engine."""
+        return self._cache is not None
+
     def add(self, pattern: str, destination: Hashable) -> None:
         """Bind ``pattern`` to ``destination``; binding the same pair again changes nothing."""
         check_pattern(pattern)
         binding = (pattern, destination)
-        if binding not in self._bindings:
-            self._engine.add(split_words(pattern), destination)
-            self._bindings.add(binding)
+        if binding in self._bindings:
+            return
+        words = split_words(pattern)
+        self._engine.add(words, destination)
+        self._bindings.add(binding)
+        self._count_destination(destination, +1)
+        if self._cache is not None:
+            self._cache.added(words, destination)
 
     def remove(self, pattern: str, destination: Hashable) -> None:
         """Unbind the pair; `BindingNotFound` if it was never bound."""
         binding = (pattern, destination)
         if binding not in self._bindings:
             raise BindingNotFound(pattern, destination)
-        self._engine.remove(split_words(pattern), destination)
+        words = split_words(pattern)
+        self._engine.remove(words, destination)
         self._bindings.remove(binding)
+        self._count_destination(destination, -1)
+        if self._cache is not None:
+            self._cache.removed(words, destination)
 
     def match(self, key: str) -> frozenset:
         """The destinations whose patterns match the routing ``key``."""
-        return self._engine.match(check_routing_key(key))
+        check_routing_key(key)
+        cache = self._cache
+        if cache is None:
+            return self._engine.match(key)
+        found = cache.get(key)
+        if found is None:
+            found = self._engine.match(key)
+            cache.put(key, found)
+        return found
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
         """`match` for every key, in the same order."""
         keys = [check_routing_key(key) for key in keys]
-        return self._engine.match_many(keys)
+        cache = self._cache
+        if cache is None or getattr(self._engine, "batch_native", False):
+            return self._engine.match_many(keys)
+        results: list[frozenset | None] = [cache.get(key) for key in keys]
+        missed = [i for i, found in enumerate(results) if found is None]
+        if missed:
+            computed = self._engine.match_many([keys[i] for i in missed])
+            for i, found in zip(missed, computed):
+                results[i] = found
+                cache.put(keys[i], found)
+        return results  # type: ignore[return-value]
+
+    def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Route a batch without building a set per key: ``(offsets, ids)``.
+
+        ``keys`` is a sequence of str or a pyarrow (Large)StringArray / ChunkedArray. The
+        destinations of key ``i`` are ``ids[offsets[i]:offsets[i + 1]]`` (int32, no repeats),
+        each an index into `destinations`; ``offsets`` is int64 of length ``len(keys) + 1``.
+        Every key is validated as by `match` (`InvalidRoutingKey`, naming the first bad one).
+        """
+        keys = _batch_keys(keys)
+        native = getattr(self._engine, "match_many_local", None)
+        if native is not None:
+            offsets, local_ids, local_destinations = native(keys)
+            if len(local_ids) == 0:
+                return offsets, np.zeros(0, dtype=np.int32)
+            return offsets, self._translate(local_destinations)[local_ids]
+        if not isinstance(keys, list):
+            keys = keys.to_pylist()
+        return self._flatten(self.match_many(keys))
+
+    def destinations(self) -> list[Any]:
+        """The destination of each id that `match_many_ids` returns (a fresh list).
+
+        An id stays the same while its destination has at least one binding; the slot of a
+        destination that lost its last binding holds None until a new destination reuses it.
+        """
+        return list(self._by_id)
 
     def bindings(self) -> Iterator[tuple[str, Hashable]]:
         """Every (pattern, destination) pair bound."""
@@ -65,10 +145,89 @@ class TopicMatcher:
 
     def stats(self) -> dict[str, Any]:
         """Engine figures (nodes, states, cache hits) plus the binding count."""
-        return {**self._engine.stats(), "bindings": len(self._bindings)}
+        figures = {**self._engine.stats(), "bindings": len(self._bindings)}
+        if self._cache is not None:
+            figures.update(self._cache.stats())
+        return figures
 
     def __len__(self) -> int:
         return len(self._bindings)
 
     def __repr__(self) -> str:
-        return f"TopicMatcher(engine={self.engine!r}, bindings={len(self)})"
+        return f"TopicMatcher(engine={self.engine!r}, bindings={len(self)}, cache={self.cached})"
+
+    def _count_destination(self, destination: Hashable, delta: int) -> None:
+        refs = self._refs.get(destination, 0) + delta
+        if refs > 0:
+            self._refs[destination] = refs
+            if refs == 1 and delta > 0:
+                new_id = self._free_ids.pop() if self._free_ids else len(self._by_id)
+                if new_id == len(self._by_id):
+                    self._by_id.append(destination)
+                else:
+                    self._by_id[new_id] = destination
+                self._id_of[destination] = new_id
+                self._ids_version += 1
+            return
+        del self._refs[destination]
+        old_id = self._id_of.pop(destination)
+        self._by_id[old_id] = None
+        self._free_ids.append(old_id)
+        self._ids_version += 1
+
+    def _translate(self, local_destinations: Sequence[Hashable]) -> np.ndarray:
+        # The engine numbers destinations its own way (it renumbers when it rebuilds); map its
+        # numbering onto ours once per (engine numbering, our numbering) and gather with NumPy.
+        cached = self._translation
+        if cached is not None and cached[0] is local_destinations and cached[1] == self._ids_version:
+            return cached[2]
+        id_of = self._id_of
+        table = np.fromiter(
+            (id_of[d] for d in local_destinations), dtype=np.int32, count=len(local_destinations)
+        )
+        self._translation = (local_destinations, self._ids_version, table)
+        return table
+
+    def _flatten(self, results: list[frozenset]) -> tuple[np.ndarray, np.ndarray]:
+        offsets = np.zeros(len(results) + 1, dtype=np.int64)
+        np.cumsum([len(found) for found in results], out=offsets[1:])
+        id_of = self._id_of
+        ids = np.fromiter(
+            (id_of[d] for found in results for d in found), dtype=np.int32, count=int(offsets[-1])
+        )
+        return offsets, ids
+
+
+def _batch_keys(keys: Any) -> Any:
+    """Validated keys: a list of str, or a pyarrow StringArray / LargeStringArray as is."""
+    arrow = _as_arrow_strings(keys)
+    if arrow is None:
+        return [check_routing_key(key) for key in keys]
+    import pyarrow.compute as pc
+
+    if arrow.null_count:
+        check_routing_key(arrow[pc.index(pc.is_null(arrow), True).as_py()].as_py())
+    too_long = pc.greater(pc.binary_length(arrow), MAX_KEY_BYTES)
+    if pc.any(too_long).as_py():
+        check_routing_key(arrow[pc.index(too_long, True).as_py()].as_py())
+    try:
+        arrow.validate(full=True)  # Arrow text must be UTF-8, but a careless writer may break it
+    except Exception as error:  # pyarrow.ArrowInvalid
+        raise InvalidRoutingKey("<arrow batch>", f"not valid UTF-8 text ({error})") from None
+    return arrow
+
+
+def _as_arrow_strings(keys: Any) -> Any:
+    # pyarrow is imported only if the caller already did, so list callers never pay for it.
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is None:
+        return None
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
+    if isinstance(keys, pa.Array):
+        if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
+            raise InvalidRoutingKey(f"<arrow {keys.type}>", "expected an Arrow string array")
+        return keys
+    return None

@@ -1,0 +1,10 @@
+"""``xroute bench``: the benchmark suites; each subcommand lives in its own module."""
+
+from __future__ import annotations
+
+from xroute.cli import cli
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks that write JSON results and PNG plots (never timed tests)."""

@@ -1,0 +1,76 @@
+"""The command line: output and exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from xroute.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNROUTABLE, cli
+from tests.test_definitions import EXPORT
+
+
+@pytest.fixture
+def defs(tmp_path):
+    path = tmp_path / "defs.json"
+    path.write_text(json.dumps(EXPORT))
+    return str(path)
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_route_prints_queues_sorted(defs):
+    result = run("route", "--definitions", defs, "--exchange", "logs", "--key", "a.b.c", "--header", 'CC=["x.hdr"]', "--header", "k=1")
+    assert result.exit_code == EXIT_OK, result.output
+    assert result.stdout.splitlines() == ["q1", "q2"]
+
+
+def test_route_json(defs):
+    result = run("route", "-d", defs, "-e", "logs", "-k", "a.b.c", "--json")
+    assert result.exit_code == EXIT_OK
+    assert json.loads(result.stdout) == {"exchange": "logs", "routing_key": "a.b.c", "queues": ["q1"], "routed": True}
+
+
+def test_unroutable_exits_3(defs):
+    result = run("route", "-d", defs, "-e", "multi", "-k", ":nobody")
+    assert result.exit_code == EXIT_UNROUTABLE
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["-e", "nope", "-k", "a"], "unknown exchange 'nope'"),
+        (["-e", "logs", "-k", "a" * 300], "300 bytes"),
+        (["-e", "logs", "-k", "a", "--header", 'CC="a"'], "CC"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(defs, args, message):
+    result = run("route", "-d", defs, *args)
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_definitions_exit_2(tmp_path):
+    path = tmp_path / "defs.json"
+    path.write_text("{oops")
+    result = run("route", "-d", str(path), "-e", "x", "-k", "a")
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "not valid JSON" in result.stderr
+
+
+def test_header_values_are_json_when_they_parse(defs):
+    assert run("route", "-d", defs, "-e", "logs", "-k", "x.hdr", "-H", "k=1").exit_code == EXIT_OK
+    # "1" as text is not the integer 1 for a headers exchange
+    assert run("route", "-d", defs, "-e", "logs", "-k", "x.hdr", "-H", 'k="1"').exit_code == EXIT_UNROUTABLE
+
+
+def test_demo_routes_the_smart_home_example():
+    result = run("demo")
+    assert result.exit_code == EXIT_OK, result.output
+    assert "floor_1.bedroom.temperature" in result.stdout
+    assert "dead_letters" in result.stdout

@@ -1,0 +1,100 @@
+"""Every engine equals the reference matcher on random bindings and keys (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xroute import InvalidPattern, TopicMatcher
+from tests.strategies import bindings, destinations, keys, patterns
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+
+def build(engine: str, pairs) -> TopicMatcher:
+    matcher = TopicMatcher(engine=engine)
+    for pattern, destination in pairs:
+        matcher.add(pattern, destination)
+    return matcher
+
+
+def assert_same(engine: str, pairs, probe_keys) -> None:
+    expected = build("reference", pairs)
+    actual = build(engine, pairs)
+    for key in probe_keys:
+        assert actual.match(key) == expected.match(key), (
+            f"engine {engine}: patterns {pairs!r}, key {key!r}: "
+            f"expected {sorted(expected.match(key))}, got {sorted(actual.match(key))}"
+        )
+    assert actual.match_many(probe_keys) == expected.match_many(probe_keys)
+
+
+@SETTINGS
+@given(pairs=bindings, probe_keys=st.lists(keys, min_size=1, max_size=12))
+def test_engine_equals_reference(engine, pairs, probe_keys):
+    assert_same(engine, pairs, probe_keys)
+
+
+# One step of a random session: add a binding, remove the i-th live one, or match a key.
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), patterns, destinations),
+        st.tuples(st.just("remove"), st.integers(0, 30)),
+        st.tuples(st.just("match"), keys),
+    ),
+    max_size=40,
+)
+
+
+@SETTINGS
+@given(ops=operations)
+def test_engine_equals_reference_through_adds_and_removes(engine, ops):
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine=engine)
+    live: list[tuple[str, str]] = []
+    for op in ops:
+        if op[0] == "add":
+            _, pattern, destination = op
+            expected.add(pattern, destination)
+            actual.add(pattern, destination)
+            if (pattern, destination) not in live:
+                live.append((pattern, destination))
+        elif op[0] == "remove" and live:
+            pattern, destination = live.pop(op[1] % len(live))
+            expected.remove(pattern, destination)
+            actual.remove(pattern, destination)
+        elif op[0] == "match":
+            assert actual.match(op[1]) == expected.match(op[1]), (
+                f"engine {engine}: bindings {live!r}, key {op[1]!r}"
+            )
+        assert len(actual) == len(expected) == len(live)
+
+
+@SETTINGS
+@given(pairs=bindings)
+def test_removing_everything_leaves_an_empty_matcher(engine, pairs):
+    matcher = build(engine, pairs)
+    for pattern, destination in set(pairs):
+        matcher.remove(pattern, destination)
+    assert len(matcher) == 0
+    assert matcher.match_many(["", "a", "a.b", "#", "*.*"]) == [frozenset()] * 5
+
+
+def test_trie_prunes_nodes_it_no_longer_needs():
+    matcher = TopicMatcher(engine="trie")
+    before = matcher.stats()["nodes"]
+    for pattern in ("a.b.c", "a.*.#.d", "#.#.x", ""):
+        matcher.add(pattern, "q")
+    assert matcher.stats()["nodes"] > before
+    for pattern in ("a.b.c", "a.*.#.d", "#.#.x", ""):
+        matcher.remove(pattern, "q")
+    assert matcher.stats()["nodes"] == before
+
+
+@pytest.mark.parametrize("bad", [None, 3, "x" * 256, "\ud800"])
+def test_bad_patterns_are_refused_and_leave_nothing_behind(engine, bad):
+    matcher = TopicMatcher(engine=engine)
+    with pytest.raises(InvalidPattern) as caught:
+        matcher.add(bad, "q")
+    assert caught.value.pattern is bad
+    assert len(matcher) == 0

@@ -1,0 +1,468 @@
+"""Exchange semantics of SEMANTICS.md through `Topology.route`."""
+
+from __future__ import annotations
+
+import pytest
+
+from xroute import (
+    AccessRefused,
+    BindingNotFound,
+    InvalidArguments,
+    InvalidHeaders,
+    InvalidPattern,
+    InvalidRoutingKey,
+    PreconditionFailed,
+    Topology,
+    UnknownExchange,
+    UnknownExchangeType,
+    UnknownQueue,
+)
+
+
+def topology_with(exchange_type: str, *queues: str, engine: str = "trie") -> Topology:
+    t = Topology(engine=engine)
+    t.declare_exchange("x", exchange_type)
+    for q in queues:
+        t.declare_queue(q)
+    return t
+
+
+# ------------------------------------------------------------------ direct, fanout, topic
+
+
+def test_direct_matches_byte_for_byte():
+    t = topology_with("direct", "q1", "q2")
+    t.bind("x", "q1", "a.b")
+    t.bind("x", "q2", "A.b")
+    t.bind("x", "q2", "")
+    assert t.route("x", "a.b") == {"q1"}
+    assert t.route("x", "A.b") == {"q2"}
+    assert t.route("x", "a.*") == frozenset()
+    assert t.route("x", "") == {"q2"}
+
+
+def test_fanout_ignores_the_key():
+    t = topology_with("fanout", "q1", "q2")
+    t.bind("x", "q1", "whatever")
+    t.bind("x", "q2")
+    assert t.route("x", "anything.at.all") == {"q1", "q2"}
+
+
+def test_topic_uses_the_engine(engine):
+    t = topology_with("topic", "q1", "q2", engine=engine)
+    t.bind("x", "q1", "floor_1.#")
+    t.bind("x", "q2", "*.bedroom.*")
+    assert t.route("x", "floor_1.bedroom.temperature") == {"q1", "q2"}
+    assert t.route("x", "floor_2.bedroom.light") == {"q2"}
+    assert t.route("x", "floor_2") == frozenset()
+
+
+def test_bindings_differing_only_in_arguments_are_two_bindings():
+    t = topology_with("topic", "q1")
+    t.bind("x", "q1", "a.*", {"tag": 1})
+    t.bind("x", "q1", "a.*", {"tag": 2})
+    t.bind("x", "q1", "a.*", {"tag": 2})
+    assert len(t.bindings("x")) == 2
+    t.unbind("x", "q1", "a.*", {"tag": 1})
+    assert t.route("x", "a.b") == {"q1"}
+    t.unbind("x", "q1", "a.*", {"tag": 2})
+    assert t.route("x", "a.b") == frozenset()
+
+
+def test_argument_types_distinguish_bindings():
+    t = topology_with("direct", "q1")
+    t.bind("x", "q1", "k", {"n": 1})
+    with pytest.raises(BindingNotFound):
+        t.unbind("x", "q1", "k", {"n": 1.0})
+    with pytest.raises(BindingNotFound):
+        t.unbind("x", "q1", "k", {"n": True})
+    t.unbind("x", "q1", "k", {"n": 1})
+
+
+# ------------------------------------------------------------------ headers
+
+
+def headers_topology(*bindings: tuple[str, dict]) -> Topology:
+    t = Topology()
+    t.declare_exchange("h", "headers")
+    for queue, arguments in bindings:
+        t.declare_queue(queue)
+        t.bind("h", queue, "", arguments)
+    return t
+
+
+def test_headers_all_needs_every_criterion():
+    t = headers_topology(("q", {"x-match": "all", "format": "pdf", "type": "report"}))
+    assert t.route("h", "", {"format": "pdf", "type": "report", "extra": 1}) == {"q"}
+    assert t.route("h", "", {"format": "pdf"}) == frozenset()
+    assert t.route("h", "", {"format": "pdf", "type": "log"}) == frozenset()
+
+
+def test_headers_x_match_defaults_to_all():
+    t = headers_topology(("q", {"format": "pdf", "type": "report"}))
+    assert t.route("h", "", {"format": "pdf"}) == frozenset()
+    assert t.route("h", "", {"format": "pdf", "type": "report"}) == {"q"}
+
+
+def test_headers_any_needs_one_criterion():
+    t = headers_topology(("q", {"x-match": "any", "format": "pdf", "type": "report"}))
+    assert t.route("h", "", {"type": "report"}) == {"q"}
+    assert t.route("h", "", {"format": "zip", "type": "log"}) == frozenset()
+
+
+def test_headers_empty_criteria():
+    t = headers_topology(("all", {}), ("all2", {"x-match": "all", "x-skip": 1}), ("any", {"x-match": "any"}))
+    assert t.route("h", "") == {"all", "all2"}
+    assert t.route("h", "", {"a": 1}) == {"all", "all2"}
+
+
+def test_headers_x_arguments_ignored_unless_with_x():
+    t = headers_topology(
+        ("all", {"x-match": "all", "x-tenant": "a"}),
+        ("allx", {"x-match": "all-with-x", "x-tenant": "a"}),
+        ("any", {"x-match": "any", "x-tenant": "a", "k": 1}),
+        ("anyx", {"x-match": "any-with-x", "x-tenant": "a", "k": 1}),
+    )
+    assert t.route("h", "", {"x-tenant": "a"}) == {"all", "allx", "anyx"}
+    assert t.route("h", "", {"x-tenant": "b"}) == {"all"}
+    assert t.route("h", "", {"k": 1}) == {"all", "any", "anyx"}
+
+
+def test_headers_void_argument_tests_presence_only():
+    t = headers_topology(("q", {"x-match": "all", "urgent": None}))
+    assert t.route("h", "", {"urgent": False}) == {"q"}
+    assert t.route("h", "", {"urgent": None}) == {"q"}
+    assert t.route("h", "", {"other": 1}) == frozenset()
+
+
+@pytest.mark.parametrize(
+    "bound,sent,matches",
+    [
+        (1, 1, True),
+        (1, 2**40, False),
+        (2**40, 2**40, True),
+        (1, 1.0, False),
+        (1.0, 1, False),
+        (1.5, 1.5, True),
+        (1, True, False),
+        (True, 1, False),
+        (True, True, True),
+        (False, 0, False),
+        ("1", 1, False),
+        ("abc", b"abc", True),
+        (b"abc", "abc", True),
+        ("é", "é".encode(), True),
+        ("abc", "abd", False),
+        ([1, "a"], [1, "a"], True),
+        ([1, "a"], [1.0, "a"], False),
+        ({"k": 1}, {"k": 1}, True),
+        ({"k": 1}, {"k": "1"}, False),
+        (1, None, False),
+    ],
+)
+def test_headers_typed_value_equality(bound, sent, matches):
+    t = headers_topology(("q", {"v": bound}))
+    assert t.route("h", "", {"v": sent}) == (frozenset({"q"}) if matches else frozenset())
+
+
+def test_headers_index_counts_hits_per_binding():
+    t = headers_topology(
+        ("q0", {"currency": "USD", "urgent": None}),
+        ("q1", {"currency": "EUR"}),
+        ("q2", {"market": "forex", "currency": "EUR"}),
+        ("q3", {"urgent": None}),
+        ("q4", {"x-match": "any", "market": "forex", "currency": "JPY"}),
+    )
+    # Seed 001's field-matching example, plus one 'any' binding.
+    assert t.route("h", "", {"currency": "JPY", "market": "forex", "slow": True}) == {"q4"}
+    assert t.route("h", "", {"currency": "JPY", "urgent": 1}) == {"q3", "q4"}
+    assert t.route("h", "", {"market": "forex", "currency": "EUR"}) == {"q1", "q2", "q4"}
+    t.unbind("h", "q2", "", {"market": "forex", "currency": "EUR"})
+    assert t.route("h", "", {"market": "forex", "currency": "EUR"}) == {"q1", "q4"}
+
+
+@pytest.mark.parametrize("mode", ["some", "ALL", 1, None, ["all"]])
+def test_headers_bad_x_match_is_refused_and_leaves_nothing(mode):
+    t = headers_topology()
+    t.declare_queue("q")
+    with pytest.raises(InvalidArguments, match="x-match"):
+        t.bind("h", "q", "", {"x-match": mode, "k": 1})
+    assert t.bindings("h") == []
+
+
+def test_headers_bcc_is_not_seen_by_the_headers_exchange_but_cc_is():
+    t = headers_topology(("cc", {"CC": None}), ("bcc", {"BCC": None}))
+    assert t.route("h", "", {"CC": ["k"]}) == {"cc"}
+    assert t.route("h", "", {"BCC": ["k"]}) == frozenset()
+
+
+# ------------------------------------------------------------------ x-delimiter
+
+
+@pytest.mark.parametrize(
+    "key,expected",
+    [
+        ("", set()),  # no keys
+        (":", {"empty"}),  # one empty key
+        (":a:c", {"qa"}),  # keys 'a' and 'c'
+        ("|a|:b", {"qa", "qb"}),  # the delimiter is whatever comes first
+        ("a", {"empty"}),  # delimiter 'a', one empty key
+        ("a:b", {"qb"}),  # delimiter 'a', one key ':b'
+        ("::a", {"empty", "qa"}),
+        (":a.b", set()),  # dots mean nothing here
+    ],
+)
+def test_delimiter_exchange(key, expected):
+    t = topology_with("x-delimiter", "qa", "qb", "empty")
+    t.bind("x", "qa", "a")
+    t.bind("x", "qb", ":b")
+    t.bind("x", "empty", "")
+    assert t.route("x", key) == frozenset(expected)
+
+
+# ------------------------------------------------------------------ CC and BCC
+
+
+def test_cc_and_bcc_add_routing_keys():
+    t = topology_with("direct", "q1", "q2", "q3")
+    t.bind("x", "q1", "k1")
+    t.bind("x", "q2", "k2")
+    t.bind("x", "q3", "k3")
+    assert t.route("x", "k1", {"CC": ["k2"], "BCC": ["k3"]}) == {"q1", "q2", "q3"}
+    assert t.route("x", "none", {"CC": ["k2", "k2"]}) == {"q2"}
+    assert t.route("x", "none", {"CC": []}) == frozenset()
+
+
+def test_cc_works_with_topic_and_delimiter():
+    t = Topology()
+    t.declare_exchange("t", "topic")
+    t.declare_exchange("d", "x-delimiter")
+    t.declare_queue("q1")
+    t.declare_queue("q2")
+    t.bind("t", "q1", "a.#")
+    t.bind("d", "q2", "b")
+    assert t.route("t", "z", {"CC": ["a.b"]}) == {"q1"}
+    assert t.route("d", "", {"BCC": [":x:b"]}) == {"q2"}
+
+
+@pytest.mark.parametrize("bad", ["k2", 3, [1], ["ok", None], {"k": 1}])
+def test_cc_that_is_not_a_list_of_strings_is_refused(bad):
+    t = topology_with("direct", "q1")
+    with pytest.raises(InvalidHeaders, match="CC") as caught:
+        t.route("x", "k1", {"CC": bad})
+    assert caught.value.name == "CC"
+    with pytest.raises(InvalidHeaders, match="BCC"):
+        t.route("x", "k1", {"BCC": bad})
+
+
+def test_cc_keys_are_validated():
+    t = topology_with("direct", "q1")
+    with pytest.raises(InvalidRoutingKey):
+        t.route("x", "k1", {"CC": ["x" * 300]})
+
+
+# ------------------------------------------------------------------ exchange to exchange
+
+
+def test_exchange_to_exchange_passes_keys_and_headers_on():
+    t = Topology()
+    t.declare_exchange("front", "topic")
+    t.declare_exchange("hdr", "headers")
+    t.declare_queue("q1")
+    t.declare_queue("q2")
+    t.bind("front", "hdr", "orders.#", destination_type="exchange")
+    t.bind("hdr", "q1", "", {"region": "eu"})
+    t.bind("front", "q2", "#.eu")
+    assert t.route("front", "orders.eu", {"region": "eu"}) == {"q1", "q2"}
+    assert t.route("front", "orders.us", {"region": "eu"}) == {"q1"}
+    assert t.route("front", "other", {"region": "eu"}) == frozenset()
+
+
+def test_exchange_and_queue_may_share_a_name():
+    t = Topology()
+    t.declare_exchange("same", "fanout")
+    t.declare_exchange("src", "fanout")
+    t.declare_queue("same")
+    t.declare_queue("inner")
+    t.bind("same", "inner")
+    t.bind("src", "same", destination_type="exchange")
+    assert t.route("src", "k") == {"inner"}
+    t.bind("src", "same", destination_type="queue")
+    assert t.route("src", "k") == {"inner", "same"}
+
+
+def test_exchange_cycles_end_and_each_exchange_is_visited_once():
+    t = Topology()
+    for name in ("a", "b", "c"):
+        t.declare_exchange(name, "fanout")
+        t.declare_queue(f"q{name}")
+        t.bind(name, f"q{name}")
+    t.bind("a", "b", destination_type="exchange")
+    t.bind("b", "c", destination_type="exchange")
+    t.bind("c", "a", destination_type="exchange")
+    t.bind("a", "a", destination_type="exchange")
+    visits = []
+    queues = t.route_message("b", "k", observer=lambda x, matched, via: visits.append(x.name))
+    assert queues == {"qa", "qb", "qc"}
+    assert sorted(visits) == ["a", "b", "c"]
+
+
+# ------------------------------------------------------------------ alternate exchanges
+
+
+def test_alternate_exchange_gets_what_matched_nothing():
+    t = Topology()
+    t.declare_exchange("ae", "fanout")
+    t.declare_exchange("main", "direct", alternate_exchange="ae")
+    t.declare_queue("q")
+    t.declare_queue("lost")
+    t.bind("main", "q", "k")
+    t.bind("ae", "lost")
+    assert t.route("main", "k") == {"q"}
+    assert t.route("main", "other") == {"lost"}
+
+
+def test_alternate_chain_and_cycle():
+    t = Topology()
+    t.declare_exchange("a", "direct", alternate_exchange="b")
+    t.declare_exchange("b", "direct", alternate_exchange="c")
+    t.declare_exchange("c", "direct", alternate_exchange="a")
+    t.declare_queue("q")
+    t.bind("c", "q", "k")
+    assert t.route("a", "k") == {"q"}
+    assert t.route("a", "zzz") == frozenset()
+
+
+def test_alternate_not_used_when_an_exchange_binding_matched():
+    # As in RabbitMQ: the alternate is taken when the exchange's own bindings match nothing,
+    # even if an exchange it routes to then reaches no queue.
+    t = Topology()
+    t.declare_exchange("ae", "fanout")
+    t.declare_exchange("main", "direct", alternate_exchange="ae")
+    t.declare_exchange("empty", "direct")
+    t.declare_queue("lost")
+    t.bind("ae", "lost")
+    t.bind("main", "empty", "k", destination_type="exchange")
+    assert t.route("main", "k") == frozenset()
+    assert t.route("main", "other") == {"lost"}
+
+
+def test_dangling_alternate_is_ignored():
+    t = Topology()
+    t.declare_exchange("main", "direct", alternate_exchange="missing")
+    assert t.route("main", "k") == frozenset()
+
+
+# ------------------------------------------------------------------ the default exchange
+
+
+def test_default_exchange_routes_to_the_queue_named_by_the_key():
+    t = Topology()
+    t.declare_queue("orders")
+    assert t.route("", "orders") == {"orders"}
+    assert t.route("", "missing") == frozenset()
+    assert t.route("", "x", {"CC": ["orders"]}) == {"orders"}
+
+
+def test_default_exchange_cannot_be_bound_or_declared():
+    t = Topology()
+    t.declare_queue("q")
+    with pytest.raises(AccessRefused):
+        t.bind("", "q", "q")
+    with pytest.raises(AccessRefused):
+        t.declare_exchange("", "direct")
+
+
+def test_standard_exchanges_exist():
+    t = Topology()
+    t.declare_queue("q")
+    t.bind("amq.topic", "q", "a.#")
+    assert t.route("amq.topic", "a.b") == {"q"}
+    t.declare_exchange("amq.topic", "topic")  # redeclare, same type: fine
+    with pytest.raises(AccessRefused, match="reserved"):
+        t.declare_exchange("amq.custom", "topic")
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_unknown_exchange_and_queue():
+    t = topology_with("topic", "q")
+    with pytest.raises(UnknownExchange, match="'nope'") as caught:
+        t.route("nope", "a")
+    assert caught.value.name == "nope"
+    with pytest.raises(UnknownQueue, match="'missing'"):
+        t.bind("x", "missing", "a")
+    with pytest.raises(UnknownExchange, match="'missing'"):
+        t.bind("x", "missing", "a", destination_type="exchange")
+    with pytest.raises(UnknownExchange):
+        t.bind("missing", "q", "a")
+    with pytest.raises(InvalidArguments, match="destination_type"):
+        t.bind("x", "q", "a", destination_type="stream")
+    assert t.bindings() == []
+
+
+def test_unknown_exchange_type_leaves_nothing():
+    t = Topology()
+    with pytest.raises(UnknownExchangeType, match="x-consistent-hash"):
+        t.declare_exchange("x", "x-consistent-hash")
+    assert "x" not in t.exchanges
+
+
+def test_redeclare_with_another_type_fails():
+    t = topology_with("topic")
+    with pytest.raises(PreconditionFailed, match="topic"):
+        t.declare_exchange("x", "direct")
+    assert t.exchanges["x"].type == "topic"
+
+
+def test_bad_binding_key_is_refused():
+    t = topology_with("topic", "q")
+    with pytest.raises(InvalidPattern):
+        t.bind("x", "q", "a" * 256)
+    with pytest.raises(InvalidPattern):
+        t.bind("x", "q", 5)
+    assert t.bindings() == []
+
+
+@pytest.mark.parametrize(
+    "headers,what",
+    [
+        ("a=1", "dict"),
+        ({1: "a"}, "not text"),
+        ({"k": object()}, "object"),
+        ({"k": 2**70}, "64 bits"),
+        ({"k": [1, {2}]}, "set"),
+    ],
+)
+def test_bad_headers_are_refused(headers, what):
+    t = topology_with("headers", "q")
+    with pytest.raises(InvalidHeaders, match=what):
+        t.route("x", "", headers)
+
+
+def test_internal_exchange_cannot_be_published_to():
+    t = Topology()
+    t.declare_exchange("inner", "fanout", internal=True)
+    t.declare_exchange("outer", "fanout")
+    t.declare_queue("q")
+    t.bind("inner", "q")
+    t.bind("outer", "inner", destination_type="exchange")
+    assert t.route("outer", "k") == {"q"}
+    with pytest.raises(AccessRefused, match="internal"):
+        t.route("inner", "k")
+
+
+def test_deleting_removes_bindings():
+    t = Topology()
+    t.declare_exchange("a", "topic")
+    t.declare_exchange("b", "fanout")
+    t.declare_queue("q")
+    t.bind("a", "q", "#")
+    t.bind("a", "b", "#", destination_type="exchange")
+    t.bind("b", "q")
+    t.delete_exchange("b")
+    assert [b.destination.kind for b in t.bindings()] == ["queue"]
+    t.delete_queue("q")
+    assert t.bindings() == []
+    assert t.route("a", "k") == frozenset()
