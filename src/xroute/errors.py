@@ -107,6 +107,20 @@ class AccessRefused(XRouteError, PermissionError):
     exchange, declaring a reserved ``amq.`` name (AMQP 403)."""
 
 
+class InclusionTooCostly(XRouteError, ValueError):
+    """Deciding whether one topic pattern includes another would take more than
+    ``xroute.patterns.MAX_STATES`` steps (a pathological pair; real binding sets stay far below)."""
+
+    def __init__(self, including: Any, included: Any, limit: int) -> None:
+        super().__init__(
+            f"deciding whether {_show(including)} includes {_show(included)} needs more than "
+            f"{limit} states"
+        )
+        self.including = including
+        self.included = included
+        self.limit = limit
+
+
 class DefinitionsError(XRouteError, ValueError):
     """A RabbitMQ definitions export that cannot be read: bad JSON, a missing field, a field of
     the wrong type, or an ambiguous virtual host."""

@@ -1,0 +1,213 @@
+"""A lazily built deterministic automaton over words, on top of the breadth-first trie.
+
+A DFA state is the set of trie nodes alive after the words read so far (what `trie.step`
+computes), interned so that equal sets share one state. Its transitions are built on first
+use: one dict entry per literal word that some trie edge carries, plus one shared transition
+for every other word (all words that label no edge lead to the same next set). A state knows
+its destinations, so once warm a key of L words costs L dict lookups (seed 002's DFA, built
+lazily like RE2's, so it never enumerates states that no key reaches).
+
+Memory is bounded by `DFA_MAX_STATES` and `DFA_MAX_CELLS`; when either is reached the whole
+automaton is dropped and rebuilt on demand (as RE2 resets its DFA cache): trimming only some
+states would also mean finding every transition that points at them.
+
+A binding change drops only the states that hold a trie node on the changed pattern's path
+(the nodes whose edges or destinations change). No other state can reach such a node (its
+parent is on the path too), so every other state and its transitions stay exact and warm. A
+reverse index (node -> states holding it) finds the doomed states without scanning them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from xroute.engines.base import EMPTY, Words, register
+from xroute.engines.trie import Node, TrieEngine, step
+from xroute.keys import HASH, STAR
+
+# RabbitMQ measured its DFA as fastest per message but found its memory the problem (seed 002).
+# 20,000 states cover the warm key sets of the benchmarks (10k bindings, thousands of keys,
+# up to 10 words) and, with the cell bound below, keep the automaton to tens of MB.
+DFA_MAX_STATES = 20_000
+# A state's size is its node set plus its transitions (a "cell" each, about 100-150 bytes with
+# the reverse index): this bounds memory when states are few but hold many nodes.
+DFA_MAX_CELLS = 400_000
+
+
+class State:
+    """One DFA state: a set of live trie nodes, its destinations and its transitions so far."""
+
+    __slots__ = ("nodes", "destinations", "next", "other")
+
+    def __init__(self, nodes: frozenset[Node]) -> None:
+        self.nodes = nodes
+        found: set[Hashable] = set()
+        for node in nodes:
+            if node.destinations:
+                found.update(node.destinations)
+        self.destinations: frozenset = frozenset(found) if found else EMPTY
+        self.next: dict[str, State] = {}  # literal word -> state
+        self.other: State | None = None  # any word that labels no trie edge
+
+
+@register
+class DfaEngine(TrieEngine):
+    """The trie, plus a lazily built and bounded DFA over its live-node sets."""
+
+    name = "dfa"
+    # The DFA already remembers per state; a route cache in front adds little but its upkeep.
+    route_cache_default = False
+
+    def __init__(self, max_states: int = DFA_MAX_STATES, max_cells: int = DFA_MAX_CELLS) -> None:
+        super().__init__()
+        self.max_states = max_states
+        self.max_cells = max_cells
+        self._states: dict[frozenset[Node], State] = {}
+        self._holding: dict[Node, set[State]] = {}  # reverse index for precise invalidation
+        self._start: State | None = None
+        self._dead: State | None = None
+        self._cells = 0
+        # literal word -> how many trie edges carry it; other words share `State.other`.
+        self._vocabulary: dict[str, int] = {}
+        self._resets = self._invalidated = self._built = 0
+
+    # -- bindings ------------------------------------------------------------------------
+    def add(self, words: Words, destination: Hashable) -> None:
+        path = self._existing_path(words)
+        self._forget(path)
+        super().add(words, destination)
+        for word in words[len(path) - 1 :]:  # the edges this binding created
+            if word != STAR and word != HASH:
+                self._vocabulary[word] = self._vocabulary.get(word, 0) + 1
+
+    def remove(self, words: Words, destination: Hashable) -> None:
+        path = self._existing_path(words)
+        self._forget(path)
+        super().remove(words, destination)
+        for depth in range(1, len(words) + 1):
+            if path[depth - 1].child(words[depth - 1]) is not path[depth]:
+                for word in words[depth - 1 :]:  # pruned from here down
+                    if word != STAR and word != HASH:
+                        left = self._vocabulary[word] - 1
+                        if left:
+                            self._vocabulary[word] = left
+                        else:
+                            del self._vocabulary[word]
+                break
+
+    # -- matching (hot: `xroute bench engines` single-key dfa latency) ----------------------
+    def match(self, key: str) -> frozenset:
+        state = self._start or self._make_start()
+        if key:
+            dead = self._dead
+            for word in key.split("."):
+                following = state.next.get(word)
+                if following is None:
+                    following = self._advance(state, word)
+                if following is dead:
+                    return EMPTY
+                state = following
+        return state.destinations
+
+    def match_many(self, keys: Sequence[str]) -> list[frozenset]:
+        match = self.match
+        return [match(key) for key in keys]
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **super().stats(),
+            "engine": self.name,
+            "dfa_states": len(self._states),
+            "dfa_cells": self._cells,
+            "dfa_max_states": self.max_states,
+            "dfa_max_cells": self.max_cells,
+            "dfa_states_built": self._built,
+            "dfa_states_invalidated": self._invalidated,
+            "dfa_resets": self._resets,
+        }
+
+    # -- building --------------------------------------------------------------------------
+    def _make_start(self) -> State:
+        self._start = self._intern(self.start())
+        return self._start
+
+    def _advance(self, state: State, word: str) -> State:
+        if word not in self._vocabulary:
+            following = state.other
+            if following is None:
+                following = state.other = self._intern(step(state.nodes, word))
+                self._cells += 1
+            return following
+        following = self._intern(step(state.nodes, word))
+        state.next[word] = following
+        self._cells += 1
+        return following
+
+    def _intern(self, nodes: set[Node]) -> State:
+        key = frozenset(nodes)
+        state = self._states.get(key)
+        if state is not None:
+            return state
+        if len(self._states) >= self.max_states or self._cells + len(key) > self.max_cells:
+            self._reset()
+        state = State(key)
+        self._states[key] = state
+        self._cells += len(key) + 1
+        self._built += 1
+        holding = self._holding
+        for node in key:
+            holders = holding.get(node)
+            if holders is None:
+                holding[node] = {state}
+            else:
+                holders.add(state)
+        if not key:
+            self._dead = state
+        return state
+
+    def _reset(self) -> None:
+        """Drop the whole automaton (bounded memory); the start state is rebuilt on demand."""
+        self._states.clear()
+        self._holding.clear()
+        self._start = self._dead = None
+        self._cells = 0
+        self._resets += 1
+
+    # -- invalidation ----------------------------------------------------------------------
+    def _existing_path(self, words: Words) -> list[Node]:
+        """The trie nodes along ``words`` that exist now, from the root down."""
+        node = self._root
+        path = [node]
+        for word in words:
+            node = node.child(word)
+            if node is None:
+                break
+            path.append(node)
+        return path
+
+    def _forget(self, path: list[Node]) -> None:
+        """Drop every state that holds a node of ``path``: only their transitions may change."""
+        holding = self._holding
+        doomed: set[State] = set()
+        for node in path:
+            holders = holding.pop(node, None)
+            if holders:
+                doomed |= holders
+        if not doomed:
+            return
+        states = self._states
+        for state in doomed:
+            del states[state.nodes]
+            self._cells -= len(state.nodes) + 1 + len(state.next) + (state.other is not None)
+            for node in state.nodes:
+                holders = holding.get(node)
+                if holders is not None:
+                    holders.discard(state)
+                    if not holders:
+                        del holding[node]
+        self._invalidated += len(doomed)
+        if self._start in doomed:
+            self._start = None
+        if self._dead in doomed:
+            self._dead = None
