@@ -160,7 +160,10 @@ def _fresh_word(*patterns: Words) -> str:
 def _escape(a: Words, b: Words) -> Words | None:
     """The shortest key (words; None for the fresh word) that ``b`` matches and ``a`` does not."""
     size, end_b = len(a), len(b)
-    start = (0, _prune(a, _closure(a, [0])))
+    # The third part of a state says whether the words read so far are none (0), exactly one
+    # empty word (1) or anything else (2): the key "" has no words, so the one-empty-word key
+    # cannot be written and must not be offered as a witness.
+    start = (0, _prune(a, _closure(a, [0])), 0)
     parent: dict[tuple, tuple | None] = {start: None}
     pending = deque([start])
 
@@ -174,12 +177,12 @@ def _escape(a: Words, b: Words) -> Words | None:
 
     while pending:
         state = pending.popleft()
-        j, live = state
+        j, live, shape = state
         if j == end_b:
-            if size not in live:
+            if size not in live and shape != 1:
                 return tuple(path(state))
             continue
-        if not live:
+        if not live and shape == 2:
             # `a` is dead: any way of finishing `b` escapes it; the shortest skips every '#'.
             rest = [_FRESH if w == STAR else w for w in b[j:] if w != HASH]
             return tuple(path(state) + rest)
@@ -190,7 +193,11 @@ def _escape(a: Words, b: Words) -> Words | None:
             moves = [((j + 1, _advance(a, live, _FRESH)), _FRESH)]
         else:
             moves = [((j + 1, _advance(a, live, part)), part)]
-        for nxt, word in moves:
+        for (k, after), word in moves:
+            if word is STEP_ONLY:
+                nxt = (k, after, shape)
+            else:
+                nxt = (k, after, 1 if shape == 0 and word == "" else 2)
             if nxt not in parent:
                 parent[nxt] = (state, word)
                 pending.append(nxt)
