@@ -35,6 +35,7 @@ WILDCARDS = (STAR, HASH)
 # hundreds of states; the property tests and lint never come near it.
 MAX_STATES = 200_000
 _FRESH = None  # stands for any word that neither pattern names
+STEP_ONLY = object()  # a move of the inclusion walk that reads no word (leaving a '#' of `b`)
 
 
 def _words(pattern: str) -> Words:
@@ -206,44 +207,40 @@ def _escape(a: Words, b: Words) -> Words | None:
     return None
 
 
-STEP_ONLY = object()  # a move of the walk that reads no word (leaving a '#' of `b`)
+
+
+def _shortest_key(b: Words) -> int:
+    """The fewest words of a key that ``b`` matches (the one-empty-word key cannot be written)."""
+    fewest = min_words(b)
+    if fewest == 1 and HASH in b and [w for w in b if w != HASH] == [""]:
+        return 2
+    return fewest
 
 
 def _quick_answer(a: Words, b: Words) -> bool | None:
-    # Necessary conditions that settle most pairs without a walk.
+    """Settle most pairs (normalised words) without a walk: necessary conditions, and the
+    patterns whose answer is plain."""
     if HASH not in a:
         if HASH in b or len(a) != len(b):
             return False
         return all(x == STAR or x == y for x, y in zip(a, b))
-    if min_words(a) > min_words(b):
+    if min_words(a) > _shortest_key(b):
         return False
     needed: dict[str, int] = {}
     for word in a:
         if word not in WILDCARDS:
             needed[word] = needed.get(word, 0) + 1
-    if needed:
-        # b's shortest key holds b's literal words only; a's literal words must all be there.
-        have: dict[str, int] = {}
-        for word in b:
-            if word in needed:
-                have[word] = have.get(word, 0) + 1
-        if any(have.get(word, 0) < count for word, count in needed.items()):
-            return False
-    elif HASH in a:
-        # a is wildcards only: it matches every key of at least min_words(a) words.
+    if not needed:
+        # a is wildcards with a '#': it matches every key of at least min_words(a) words.
         return True
+    # b's shortest keys hold b's literal words and fresh ones; a's literal words must be there.
+    have: dict[str, int] = {}
+    for word in b:
+        if word in needed:
+            have[word] = have.get(word, 0) + 1
+    if any(have.get(word, 0) < count for word, count in needed.items()):
+        return False
     return None
-
-
-def _escape_words(a: Words, b: Words) -> Words | None:
-    a, b = normal_words(a), normal_words(b)
-    quick = _quick_answer(a, b)
-    if quick is True:
-        return None
-    if quick is False and HASH not in a and HASH not in b and len(a) == len(b):
-        # same length, no '#': b's key with its '*' fresh is the witness
-        return tuple(_FRESH if w == STAR else w for w in b)
-    return _escape(a, b)
 
 
 def _as_key(words: Words, a: Words, b: Words) -> str:
@@ -255,8 +252,11 @@ def counterexample(a: str, b: str) -> str | None:
     """A routing key that ``b`` matches and ``a`` does not (the shortest), or None when ``a``
     includes ``b``. Words that neither pattern names are spelled ``z`` (``z0``, ... if taken)."""
     wa, wb = _words(a), _words(b)
-    found = _escape_words(wa, wb)
-    return None if found is None else _as_key(found, wa, wb)
+    na, nb = normal_words(wa), normal_words(wb)
+    if _quick_answer(na, nb) is True:
+        return None
+    found = _escape(na, nb)
+    return None if found is None else _as_key(found, na, nb)
 
 
 def includes(a: str, b: str) -> bool:
@@ -266,13 +266,18 @@ def includes(a: str, b: str) -> bool:
     Raises `InvalidPattern` for a bad pattern and `InclusionTooCostly` in the pathological
     case described at `MAX_STATES`.
     """
-    return _escape_words(_words(a), _words(b)) is None
+    return _included(normal_words(_words(a)), normal_words(_words(b)))
+
+
+def _included(a: Words, b: Words) -> bool:
+    quick = _quick_answer(a, b)
+    return quick if quick is not None else _escape(a, b) is None
 
 
 def equivalent(a: str, b: str) -> bool:
     """True if the two patterns match exactly the same routing keys."""
     wa, wb = normal_words(_words(a)), normal_words(_words(b))
-    return wa == wb or (_escape_words(wa, wb) is None and _escape_words(wb, wa) is None)
+    return wa == wb or (_included(wa, wb) and _included(wb, wa))
 
 
 # ------------------------------------------------------------------------- captures

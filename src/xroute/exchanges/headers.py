@@ -71,14 +71,13 @@ class HeadersExchange:
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
         criteria(arguments)
 
-    def _entries(self, binding: Binding) -> tuple[bool, list[set[Binding]]]:
+    def _entries(self, binding: Binding) -> tuple[bool, list[tuple[dict, Any]]]:
+        # (any?, the (index, entry key) pairs that this binding is filed under)
         any_mode, wanted = criteria(binding.arguments)
-        entries = []
-        for name, value in wanted:
-            index, key = (
-                (self._by_presence, name) if value == VOID else (self._by_value, (name, value))
-            )
-            entries.append((index, key))
+        entries = [
+            (self._by_presence, name) if value == VOID else (self._by_value, (name, value))
+            for name, value in wanted
+        ]
         return any_mode, entries
 
     def bind(self, binding: Binding) -> None:

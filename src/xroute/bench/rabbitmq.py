@@ -1,0 +1,168 @@
+"""A real RabbitMQ for conformance tests and benchmarks: one that is already there, or a private
+node started on loopback (Debian's rabbitmq-server, installed if absent) and stopped afterwards.
+
+``python -m xroute.bench.rabbitmq [--private] -- COMMAND...`` runs COMMAND with
+``XROUTE_AMQP_URL`` set to the broker, and stops a broker it started whatever COMMAND does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
+START_TIMEOUT_S = 90  # a cold Erlang VM plus RabbitMQ's boot steps take 5-20 s here
+SBIN = ("/usr/sbin", "/usr/lib/rabbitmq/bin")
+
+
+class BrokerUnavailable(RuntimeError):
+    """No broker could be found or started; the message says what to do."""
+
+
+def amqp_answers(host: str, port: int) -> bool:
+    """True if an AMQP 0-9-1 broker answers the protocol header at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=2) as conn:
+            conn.sendall(b"AMQP\x00\x00\x09\x01")
+            return conn.recv(1) == b"\x01"  # the first byte of a connection.start frame
+    except OSError:
+        return False
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _server_binary() -> str:
+    path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
+    found = shutil.which("rabbitmq-server", path=path)
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise BrokerUnavailable(
+            "no RabbitMQ found: install it ('sudo apt-get install rabbitmq-server') or set "
+            "XROUTE_AMQP_URL to a broker"
+        )
+    print("rabbitmq: installing rabbitmq-server from Debian", file=sys.stderr)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "rabbitmq-server"], check=True, env=env)
+    found = shutil.which("rabbitmq-server", path=path)
+    if not found:
+        raise BrokerUnavailable("rabbitmq-server was installed but cannot be found")
+    return found
+
+
+@contextlib.contextmanager
+def private_broker() -> Iterator[str]:
+    """Start a RabbitMQ node of our own on 127.0.0.1, yield its URL, and stop it."""
+    server = _server_binary()
+    port = _free_port() if _port_taken(5672) else 5672
+    workdir = Path(tempfile.mkdtemp(prefix="xroute-rabbitmq-"))
+    node = f"xroute-{os.getpid()}@localhost"
+    (workdir / "rabbitmq.conf").write_text(
+        f"listeners.tcp.1 = 127.0.0.1:{port}\nloopback_users = none\n"
+        "log.console = false\nlog.file.level = warning\n"
+    )
+    (workdir / "enabled_plugins").write_text("[].\n")
+    for sub in ("mnesia", "log"):
+        (workdir / sub).mkdir()
+    if os.geteuid() == 0:
+        # Debian's wrapper runs the broker as the 'rabbitmq' user when started by root.
+        with contextlib.suppress(KeyError, LookupError, OSError):
+            shutil.chown(workdir, "rabbitmq", "rabbitmq")
+            for path in workdir.rglob("*"):
+                shutil.chown(path, "rabbitmq", "rabbitmq")
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([os.environ.get("PATH", ""), *SBIN]),
+        "RABBITMQ_NODENAME": node,
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(_free_port()),
+        "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "enabled_plugins"),
+        "RABBITMQ_MNESIA_BASE": str(workdir / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(workdir / "log"),
+        "RABBITMQ_FEATURE_FLAGS_FILE": str(workdir / "feature_flags"),
+        "RABBITMQ_PID_FILE": str(workdir / "pid"),
+        "RABBITMQ_SERVER_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+        "ERL_EPMD_ADDRESS": "127.0.0.1",
+        "ERL_CRASH_DUMP": str(workdir / "erl_crash.dump"),
+    }
+    output = open(workdir / "server.out", "wb")  # noqa: SIM115 (closed in finally)
+    print(f"rabbitmq: starting a private node {node} on 127.0.0.1:{port}", file=sys.stderr)
+    process = subprocess.Popen([server], env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not amqp_answers("127.0.0.1", port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = (workdir / "server.out").read_text(errors="replace")[-3000:]
+                raise BrokerUnavailable(f"the private RabbitMQ did not start:\n{tail}")
+            time.sleep(0.5)
+        yield f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+    finally:
+        print(f"rabbitmq: stopping {node}", file=sys.stderr)
+        ctl = shutil.which("rabbitmqctl", path=env["PATH"])
+        if ctl and process.poll() is None:
+            subprocess.run([ctl, "-n", node, "stop"], env=env, capture_output=True, timeout=60)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=30)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        output.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def rabbitmq_broker(private: bool = False) -> Iterator[str]:
+    """The URL of a broker: ``XROUTE_AMQP_URL``, else one on 127.0.0.1:5672, else a private one
+    (always a private one if ``private``: benchmarks want a broker nobody else is using)."""
+    if not private:
+        if os.environ.get("XROUTE_AMQP_URL"):
+            yield os.environ["XROUTE_AMQP_URL"]
+            return
+        if amqp_answers("127.0.0.1", 5672):
+            yield DEFAULT_URL
+            return
+    with private_broker() as url:
+        yield url
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command with ``XROUTE_AMQP_URL`` pointing at a broker."""
+    parser = argparse.ArgumentParser(prog="python -m xroute.bench.rabbitmq", description=__doc__)
+    parser.add_argument("--private", action="store_true", help="always start a private node")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    try:
+        with rabbitmq_broker(private=args.private) as url:
+            print(f"rabbitmq: using {url.split('@')[-1]}", file=sys.stderr)
+            return subprocess.run(command, env={**os.environ, "XROUTE_AMQP_URL": url}).returncode
+    except BrokerUnavailable as error:
+        print(f"rabbitmq: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
