@@ -121,6 +121,15 @@ class InclusionTooCostly(XRouteError, ValueError):
         self.limit = limit
 
 
+class InvalidLintInput(XRouteError, ValueError):
+    """A keys file or pipeline summary given to ``xroute lint`` that cannot be read or has the
+    wrong shape."""
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class DefinitionsError(XRouteError, ValueError):
     """A RabbitMQ definitions export that cannot be read: bad JSON, a missing field, a field of
     the wrong type, or an ambiguous virtual host."""

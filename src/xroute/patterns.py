@@ -3,8 +3,8 @@ equivalence, and which words each wildcard took in a match. ``xroute lint`` and 
 are built on these; everything is validated through `xroute.keys`.
 
 Inclusion (``includes(a, b)``: every key that ``b`` matches, ``a`` matches too) is decided
-exactly by walking ``b``'s patterns of keys in step with the set of ``a``'s positions, one word
-at a time (an automaton product with ``a`` determinised on the fly). Two facts keep the walk
+exactly by walking the keys of ``b`` in step with the set of live positions of ``a``, one word
+at a time (an automaton product, with ``a`` determinised on the fly). Two facts keep the walk
 finite and small:
 
 * A pattern only ever compares a word with its own literal words, so a word that is in neither
@@ -150,7 +150,8 @@ def _prune(a: Words, live: set[int]) -> frozenset[int]:
     return frozenset([last, *survivors, *(i for i in kept if i >= end)])
 
 
-def _fresh_word(*patterns: Words) -> str:
+def fresh_word(*patterns: Iterable[str]) -> str:
+    """A short word that none of the given word sequences holds (``z``, else ``z0``, ``z1``...)."""
     taken = set().union(*patterns)
     word, n = "z", 0
     while word in taken:
@@ -207,8 +208,6 @@ def _escape(a: Words, b: Words) -> Words | None:
     return None
 
 
-
-
 def _shortest_key(b: Words) -> int:
     """The fewest words of a key that ``b`` matches (the one-empty-word key cannot be written)."""
     fewest = min_words(b)
@@ -244,7 +243,7 @@ def _quick_answer(a: Words, b: Words) -> bool | None:
 
 
 def _as_key(words: Words, a: Words, b: Words) -> str:
-    fresh = _fresh_word(a, b)
+    fresh = fresh_word(a, b)
     return ".".join(fresh if w is _FRESH else w for w in words)
 
 
@@ -266,10 +265,12 @@ def includes(a: str, b: str) -> bool:
     Raises `InvalidPattern` for a bad pattern and `InclusionTooCostly` in the pathological
     case described at `MAX_STATES`.
     """
-    return _included(normal_words(_words(a)), normal_words(_words(b)))
+    return includes_normal(normal_words(_words(a)), normal_words(_words(b)))
 
 
-def _included(a: Words, b: Words) -> bool:
+def includes_normal(a: Words, b: Words) -> bool:
+    """`includes` on pattern words already validated and in normal form (`normal_words`), for
+    callers that compare one pattern with many."""
     quick = _quick_answer(a, b)
     return quick if quick is not None else _escape(a, b) is None
 
@@ -277,7 +278,7 @@ def _included(a: Words, b: Words) -> bool:
 def equivalent(a: str, b: str) -> bool:
     """True if the two patterns match exactly the same routing keys."""
     wa, wb = normal_words(_words(a)), normal_words(_words(b))
-    return wa == wb or (_included(wa, wb) and _included(wb, wa))
+    return wa == wb or (includes_normal(wa, wb) and includes_normal(wb, wa))
 
 
 # ------------------------------------------------------------------------- captures

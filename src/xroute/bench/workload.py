@@ -21,14 +21,23 @@ def random_word(rng: random.Random, length: int = 6) -> str:
     return "".join(rng.choices(string.ascii_lowercase, k=length))
 
 
-def seed_pattern(rng: random.Random, parts: int, vocabulary: int = VOCABULARY) -> str:
-    """One binding key of ``parts`` parts in the seed mix, with no ``#.#``."""
+def seed_pattern(
+    rng: random.Random,
+    parts: int,
+    vocabulary: int = VOCABULARY,
+    shares: tuple[float, float] = (WORD_SHARE, STAR_SHARE),
+) -> str:
+    """One binding key of ``parts`` parts in the seed mix, with no ``#.#``.
+
+    ``shares`` is (word, ``*``) per part, ``#`` taking the rest: seed 002 used (0.89, 0.10).
+    """
+    word_share, star_share = shares
     words: list[str] = []
     for _ in range(parts):
         draw = rng.random()
-        if draw < WORD_SHARE:
+        if draw < word_share:
             words.append(f"w{rng.randrange(vocabulary)}")
-        elif draw < WORD_SHARE + STAR_SHARE or (words and words[-1] == HASH):
+        elif draw < word_share + star_share or (words and words[-1] == HASH):
             words.append(STAR)
         else:
             words.append(HASH)
@@ -36,12 +45,18 @@ def seed_pattern(rng: random.Random, parts: int, vocabulary: int = VOCABULARY) -
 
 
 def seed_patterns(
-    count: int, seed: int = 0, min_parts: int = 1, max_parts: int = 8, vocabulary: int = VOCABULARY
+    count: int,
+    seed: int = 0,
+    min_parts: int = 1,
+    max_parts: int = 8,
+    vocabulary: int = VOCABULARY,
+    shares: tuple[float, float] = (WORD_SHARE, STAR_SHARE),
 ) -> list[str]:
     """``count`` binding keys of the seed mix, lengths uniform in [min_parts, max_parts]."""
     rng = random.Random(seed)
     return [
-        seed_pattern(rng, rng.randint(min_parts, max_parts), vocabulary) for _ in range(count)
+        seed_pattern(rng, rng.randint(min_parts, max_parts), vocabulary, shares)
+        for _ in range(count)
     ]
 
 

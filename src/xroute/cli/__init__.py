@@ -12,6 +12,7 @@ from xroute.errors import XRouteError
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # also click's own code for a usage error
 EXIT_UNROUTABLE = 3
+EXIT_LINT_FINDINGS = 1  # xroute lint --strict: a warning or an error was found
 
 
 class XRouteGroup(click.Group):
@@ -37,4 +38,4 @@ def main() -> None:
 
 
 # Each command lives in its own module and registers itself on `cli`.
-from xroute.cli import bench, demo, route  # noqa: E402,F401
+from xroute.cli import bench, bench_seeds, demo, explain, lint, route  # noqa: E402,F401

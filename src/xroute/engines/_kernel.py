@@ -1,12 +1,25 @@
-"""The numba kernels of the ``compiled`` engine: a flattened trie walked breadth-first.
+"""The numba kernels of the ``compiled`` engine: a flattened trie, and a lazy DFA over it.
 
 Imported only when a batch is first routed, because importing numba costs about half a second.
 Compiled functions are cached on disk (``cache=True``) under ``NUMBA_CACHE_DIR``, which
 `xroute.engines.compiled` points at a writable folder before this module is imported.
 
+Keys arrive as Arrow string buffers (UTF-8 bytes plus offsets) and are split and interned here,
+one pass over the bytes: a word is looked up by hash in the table of words that label trie
+edges, and any other word gets id -1.
+
 The walk is `xroute.engines.trie.step` over arrays: all live nodes advance one word at a time
-and each node is kept at most once per position (a generation stamp per node), so a key of L
-words costs at most L times the number of nodes whatever the patterns, ``#.#.#...`` included.
+and each node is kept at most once per position (a generation stamp per node), so one step
+costs at most the number of trie nodes, whatever the patterns, ``#.#.#...`` included. On top of
+it sits the same lazy DFA as `xroute.engines.dfa`, in fixed-size arrays: a state is a sorted
+list of live nodes, interned by hash; a transition is a table entry (state, word id) -> state,
+word id -1 standing for every word that labels no edge; a state's destinations are gathered
+the first time a key ends in it. A warm key of L words costs L table probes and one copy.
+
+The result is written in two passes: the first finds each key's final state (so each key's
+count, so the offsets), the second copies destination lists into an array of exactly the
+right size. When a DFA table fills up, the key at hand finishes with the plain walk, the keys
+so far are written out, and the DFA is dropped before the next key (bounded memory).
 """
 
 from __future__ import annotations
@@ -14,13 +27,30 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Fibonacci hashing: a multiplier close to 2**64 / golden ratio spreads (node, word) pairs.
+# Fibonacci hashing: a multiplier close to 2**64 / golden ratio spreads the keys.
 _HASH_MULTIPLIER = np.uint64(11400714819323198485)
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_EMPTY = -1
+_DOT = 46  # b"."
+
+# Slots of the `meta` int64 array that carries the DFA's counters between calls.
+STATES, NODE_CELLS, DESTINATION_CELLS, TRANSITIONS, START, STAMP, RESET_PENDING = range(7)
+RESETS, BUILT, FALLBACKS, SEEN = 7, 8, 9, 10
+META_SIZE = 11
 
 
 @njit(cache=True, nogil=True)
-def _slot(key: np.int64, shift: np.uint64) -> np.int64:
+def _slot(key, shift):
     return np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> shift)
+
+
+@njit(cache=True, nogil=True)
+def _hash_bytes(data, begin, stop):
+    value = _FNV_OFFSET
+    for i in range(begin, stop):
+        value = (value ^ np.uint64(data[i])) * _FNV_PRIME
+    return np.int64(value >> np.uint64(1))  # non-negative, so -1 can mark an empty slot
 
 
 @njit(cache=True, nogil=True)
@@ -28,17 +58,71 @@ def build_edge_table(parents, words, children, vocabulary_size, bits):
     """Open-addressing table (node * vocabulary_size + word) -> child, 2**bits slots."""
     size = 1 << bits
     shift = np.uint64(64 - bits)
-    keys = np.full(size, -1, dtype=np.int64)
-    values = np.full(size, -1, dtype=np.int32)
+    keys = np.full(size, _EMPTY, dtype=np.int64)
+    values = np.full(size, _EMPTY, dtype=np.int32)
     mask = size - 1
     for i in range(parents.shape[0]):
         key = np.int64(parents[i]) * vocabulary_size + words[i]
         slot = _slot(key, shift)
-        while keys[slot] != -1:
+        while keys[slot] != _EMPTY:
             slot = (slot + 1) & mask
         keys[slot] = key
         values[slot] = children[i]
     return keys, values
+
+
+@njit(cache=True, nogil=True)
+def build_word_table(word_data, word_offsets, bits):
+    """Open-addressing table hash(word bytes) -> word id, 2**bits slots."""
+    size = 1 << bits
+    shift = np.uint64(64 - bits)
+    keys = np.full(size, _EMPTY, dtype=np.int64)
+    values = np.full(size, _EMPTY, dtype=np.int32)
+    mask = size - 1
+    for word in range(word_offsets.shape[0] - 1):
+        hashed = _hash_bytes(word_data, word_offsets[word], word_offsets[word + 1])
+        slot = _slot(hashed, shift)
+        while keys[slot] != _EMPTY:
+            slot = (slot + 1) & mask
+        keys[slot] = hashed
+        values[slot] = word
+    return keys, values
+
+
+@njit(cache=True, nogil=True)
+def _word_id(data, begin, stop, vocabulary):
+    """The id of the word ``data[begin:stop]``, or -1 if no trie edge carries it."""
+    word_data, word_offsets, table_keys, table_values, bits = vocabulary
+    hashed = _hash_bytes(data, begin, stop)
+    shift = np.uint64(64 - bits)
+    mask = (1 << bits) - 1
+    slot = _slot(hashed, shift)
+    while table_keys[slot] != _EMPTY:
+        if table_keys[slot] == hashed:
+            word = table_values[slot]
+            first = word_offsets[word]
+            if word_offsets[word + 1] - first == stop - begin:
+                same = True
+                for i in range(stop - begin):
+                    if word_data[first + i] != data[begin + i]:
+                        same = False
+                        break
+                if same:
+                    return word
+        slot = (slot + 1) & mask
+    return _EMPTY
+
+
+@njit(cache=True, nogil=True)
+def _lookup(table_keys, table_values, key, bits):
+    shift = np.uint64(64 - bits)
+    mask = (1 << bits) - 1
+    slot = _slot(key, shift)
+    while table_keys[slot] != _EMPTY:
+        if table_keys[slot] == key:
+            return table_values[slot]
+        slot = (slot + 1) & mask
+    return _EMPTY
 
 
 @njit(cache=True, nogil=True)
@@ -53,77 +137,256 @@ def _chain(node, hash_child, mark, stamp, live, count):
 
 
 @njit(cache=True, nogil=True)
-def route_batch(
-    word_ids,
-    key_start,
-    key_length,
-    start_nodes,
-    table_keys,
-    table_values,
-    bits,
-    vocabulary_size,
-    star_child,
-    hash_child,
-    is_hash,
-    destination_start,
-    destination_ids,
-    destination_count,
-):
+def _step(live, count, word, into, trie, mark, stamp):
+    """`trie.step`: the nodes after one more word into ``into``, each once; returns how many."""
+    edge_keys, edge_values, edge_bits, vocabulary_size, star_child, hash_child, is_hash = trie
+    found = 0
+    for i in range(count):
+        node = live[i]
+        if word >= 0:
+            child = _lookup(
+                edge_keys, edge_values, np.int64(node) * vocabulary_size + word, edge_bits
+            )
+            if child >= 0:
+                found = _chain(child, hash_child, mark, stamp, into, found)
+        found = _chain(star_child[node], hash_child, mark, stamp, into, found)
+        if is_hash[node]:
+            found = _chain(node, hash_child, mark, stamp, into, found)
+    return found
+
+
+@njit(cache=True, nogil=True)
+def _gather(live, count, destinations, seen, stamp, out, found):
+    """Append the destinations of the live nodes to ``out``, each once; ``out`` may grow."""
+    destination_start, destination_ids = destinations
+    for i in range(count):
+        node = live[i]
+        for j in range(destination_start[node], destination_start[node + 1]):
+            destination = destination_ids[j]
+            if seen[destination] != stamp:
+                seen[destination] = stamp
+                if found == out.shape[0]:
+                    grown = np.empty(out.shape[0] * 2, dtype=np.int32)
+                    grown[:found] = out[:found]
+                    out = grown
+                out[found] = destination
+                found += 1
+    return out, found
+
+
+@njit(cache=True, nogil=True)
+def _hash_nodes(nodes, count):
+    value = _FNV_OFFSET
+    for i in range(count):
+        value = (value ^ np.uint64(nodes[i])) * _FNV_PRIME
+    return np.int64(value >> np.uint64(1))
+
+
+@njit(cache=True, nogil=True)
+def _intern(nodes, count, dfa, meta):
+    """The state holding exactly ``nodes[:count]`` (sorted), made if new; -1 if no room."""
+    state_start, state_nodes = dfa[0], dfa[1]
+    state_destination_count = dfa[3]
+    set_keys, set_values, set_bits = dfa[5], dfa[6], dfa[7]
+    hashed = _hash_nodes(nodes, count)
+    shift = np.uint64(64 - set_bits)
+    mask = (1 << set_bits) - 1
+    slot = _slot(hashed, shift)
+    while set_keys[slot] != _EMPTY:
+        if set_keys[slot] == hashed:
+            state = set_values[slot]
+            first = state_start[state]
+            if state_start[state + 1] - first == count:
+                same = True
+                for i in range(count):
+                    if state_nodes[first + i] != nodes[i]:
+                        same = False
+                        break
+                if same:
+                    return state
+        slot = (slot + 1) & mask
+    states = meta[STATES]
+    used = meta[NODE_CELLS]
+    # Keep the hash table at most half full, and the node lists within their array.
+    if states + 1 >= state_destination_count.shape[0] or states * 2 >= mask or (
+        used + count > state_nodes.shape[0]
+    ):
+        meta[RESET_PENDING] = 1
+        return _EMPTY
+    state_nodes[used : used + count] = nodes[:count]
+    state_start[states + 1] = used + count
+    state_destination_count[states] = _EMPTY
+    set_keys[slot] = hashed
+    set_values[slot] = states
+    meta[STATES] = states + 1
+    meta[NODE_CELLS] = used + count
+    meta[BUILT] += 1
+    return states
+
+
+@njit(cache=True, nogil=True)
+def _reset(dfa, meta):
+    dfa[0][0] = 0
+    dfa[5][:] = _EMPTY
+    dfa[8][:] = _EMPTY
+    meta[STATES] = 0
+    meta[NODE_CELLS] = 0
+    meta[DESTINATION_CELLS] = 0
+    meta[TRANSITIONS] = 0
+    meta[START] = _EMPTY
+    meta[RESET_PENDING] = 0
+    meta[RESETS] += 1
+
+
+@njit(cache=True, nogil=True)
+def _transition(state, word, live, following, trie, dfa, meta, mark):
+    """The state after ``word``; or -1 with the next live nodes in ``following[:count]``."""
+    state_start, state_nodes = dfa[0], dfa[1]
+    transition_keys, transition_values, transition_bits = dfa[8], dfa[9], dfa[10]
+    vocabulary_size = trie[3]
+    key = np.int64(state) * (vocabulary_size + 1) + (word + 1)
+    shift = np.uint64(64 - transition_bits)
+    mask = (1 << transition_bits) - 1
+    slot = _slot(key, shift)
+    while transition_keys[slot] != _EMPTY:
+        if transition_keys[slot] == key:
+            return transition_values[slot], 0
+        slot = (slot + 1) & mask
+    meta[STAMP] += 1
+    begin = state_start[state]
+    count = state_start[state + 1] - begin
+    live[:count] = state_nodes[begin : begin + count]
+    count = _step(live, count, word, following, trie, mark, meta[STAMP])
+    following[:count] = np.sort(following[:count])
+    target = _intern(following, count, dfa, meta)
+    if target == _EMPTY:
+        return _EMPTY, count
+    if meta[TRANSITIONS] * 2 < mask:
+        transition_keys[slot] = key
+        transition_values[slot] = target
+        meta[TRANSITIONS] += 1
+    else:
+        meta[RESET_PENDING] = 1
+    return target, 0
+
+
+@njit(cache=True, nogil=True)
+def _write(first, stop, final, side, side_start, offsets, dfa, out):
+    """Copy the destinations of keys ``first .. stop - 1`` into ``out`` (grown if needed)."""
+    state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
+    needed = offsets[stop]
+    if needed > out.shape[0]:
+        grown = np.empty(max(needed, 2 * out.shape[0]), dtype=np.int32)
+        grown[: offsets[first]] = out[: offsets[first]]
+        out = grown
+    for k in range(first, stop):
+        at = offsets[k]
+        count = offsets[k + 1] - at
+        state = final[k]
+        if state >= 0:
+            begin = state_destination_start[state]
+            out[at : at + count] = state_destinations[begin : begin + count]
+        else:
+            begin = side_start[k]
+            out[at : at + count] = side[begin : begin + count]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, dfa, meta,
+                mark, seen):
     """Destinations of each key as (offsets int64[n + 1], ids int32), no repeats per key.
 
-    Key ``i`` is ``word_ids[key_start[i] : key_start[i] + key_length[i]]``; a word id of -1
-    labels no trie edge.
+    Key ``i`` is the UTF-8 ``data[key_offsets[i] : key_offsets[i + 1]]`` (Arrow's layout).
+    ``vocabulary``, ``trie`` and ``destinations`` are the flat trie (see
+    `xroute.engines.compiled.FlatTrie`), ``dfa`` and ``meta`` the DFA carried between calls,
+    ``mark`` (one per node) and ``seen`` (one per destination) scratch stamps.
     """
-    keys = key_start.shape[0]
-    nodes = star_child.shape[0]
-    shift = np.uint64(64 - bits)
-    mask = (1 << bits) - 1
-    mark = np.zeros(nodes, dtype=np.int64)
-    seen = np.zeros(max(destination_count, 1), dtype=np.int64)
-    current = np.empty(nodes, dtype=np.int32)
+    state_start, state_nodes = dfa[0], dfa[1]
+    state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
+    keys = key_offsets.shape[0] - 1
+    nodes = mark.shape[0]
+    live = np.empty(nodes, dtype=np.int32)
     following = np.empty(nodes, dtype=np.int32)
     offsets = np.zeros(keys + 1, dtype=np.int64)
-    out = np.empty(max(16, keys * 2), dtype=np.int32)
-    found = 0
-    stamp = 0
+    final = np.empty(keys, dtype=np.int32)  # final state of each key; -1: see `side`
+    side = np.empty(64, dtype=np.int32)  # destinations of keys routed without the DFA
+    side_start = np.zeros(keys, dtype=np.int64)
+    side_used = 0
+    out = np.empty(0, dtype=np.int32)
+    written = 0  # keys before this one are in `out` already
     for k in range(keys):
-        live = start_nodes.shape[0]
-        current[:live] = start_nodes
-        first = key_start[k]
-        for position in range(first, first + key_length[k]):
-            word = word_ids[position]
-            stamp += 1
-            count = 0
-            for i in range(live):
-                node = current[i]
-                if word >= 0:
-                    key = np.int64(node) * vocabulary_size + word
-                    slot = _slot(key, shift)
-                    while table_keys[slot] != -1:
-                        if table_keys[slot] == key:
-                            count = _chain(
-                                table_values[slot], hash_child, mark, stamp, following, count
-                            )
-                            break
-                        slot = (slot + 1) & mask
-                count = _chain(star_child[node], hash_child, mark, stamp, following, count)
-                if is_hash[node]:
-                    count = _chain(node, hash_child, mark, stamp, following, count)
-            current, following = following, current
-            live = count
-            if live == 0:
-                break
-        for i in range(live):
-            node = current[i]
-            for j in range(destination_start[node], destination_start[node + 1]):
-                destination = destination_ids[j]
-                if seen[destination] != k + 1:
-                    seen[destination] = k + 1
-                    if found == out.shape[0]:
-                        grown = np.empty(out.shape[0] * 2, dtype=np.int32)
-                        grown[:found] = out
-                        out = grown
-                    out[found] = destination
-                    found += 1
-        offsets[k + 1] = found
-    return offsets, out[:found]
+        if meta[RESET_PENDING]:
+            out = _write(written, k, final, side, side_start, offsets, dfa, out)
+            written = k
+            side_used = 0
+            _reset(dfa, meta)
+        state = meta[START]
+        if state == _EMPTY:
+            count = start_nodes.shape[0]
+            live[:count] = np.sort(start_nodes)
+            state = _intern(live, count, dfa, meta)
+            meta[START] = state
+        position = key_offsets[k]
+        end = key_offsets[k + 1]
+        plain = -1  # once the DFA runs out of room: how many live nodes are in `live`
+        more = position < end  # a key "" has no words; "a." has two, the second empty
+        while more:
+            stop = position
+            while stop < end and data[stop] != _DOT:
+                stop += 1
+            word = _word_id(data, position, stop, vocabulary)
+            more = stop < end
+            position = stop + 1
+            if plain >= 0:
+                meta[STAMP] += 1
+                plain = _step(live, plain, word, following, trie, mark, meta[STAMP])
+                live[:plain] = following[:plain]
+                if plain == 0:
+                    break
+            else:
+                if state_start[state + 1] == state_start[state]:
+                    break  # the dead state: nothing can match any more
+                target, count = _transition(state, word, live, following, trie, dfa, meta, mark)
+                if target == _EMPTY:  # no room: finish this key with the plain walk
+                    live[:count] = following[:count]
+                    plain = count
+                    meta[FALLBACKS] += 1
+                else:
+                    state = target
+        if plain >= 0:
+            meta[SEEN] += 1
+            before = side_used
+            side, side_used = _gather(live, plain, destinations, seen, meta[SEEN], side,
+                                      side_used)
+            final[k] = _EMPTY
+            side_start[k] = before
+            offsets[k + 1] = offsets[k] + side_used - before
+            continue
+        cached = state_destination_count[state]
+        if cached == _EMPTY:
+            # First key to end here: gather the destinations once and keep them in the state.
+            meta[SEEN] += 1
+            begin = state_start[state]
+            before = side_used
+            side, side_used = _gather(state_nodes[begin : state_start[state + 1]],
+                                      state_start[state + 1] - begin, destinations, seen,
+                                      meta[SEEN], side, side_used)
+            cached = side_used - before
+            used = meta[DESTINATION_CELLS]
+            if used + cached <= state_destinations.shape[0]:
+                state_destinations[used : used + cached] = side[before:side_used]
+                state_destination_start[state] = used
+                state_destination_count[state] = cached
+                meta[DESTINATION_CELLS] = used + cached
+                side_used = before
+            else:
+                meta[RESET_PENDING] = 1
+                final[k] = _EMPTY
+                side_start[k] = before
+                offsets[k + 1] = offsets[k] + cached
+                continue
+        final[k] = state
+        offsets[k + 1] = offsets[k] + cached
+    out = _write(written, keys, final, side, side_start, offsets, dfa, out)
+    return offsets, out[: offsets[keys]]

@@ -15,7 +15,7 @@ walking one key.
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,26 @@ def _kernel() -> Any:
     return _kernel
 
 
-class FlatTrie:
-    """A snapshot of a trie as arrays, ready for `xroute.engines._kernel.route_batch`."""
+# Limits of the DFA the kernel keeps between batches, each scaled down for small tries (a
+# table is cleared on every reset, so its size is paid again then). At the full sizes the DFA
+# takes at most about 60 MB; when any table fills up, the key at hand finishes with the plain
+# walk and the DFA is dropped before the next key.
+COMPILED_MAX_STATES = 1 << 16  # int32 state ids, 20 bytes of bookkeeping each
+COMPILED_MAX_NODE_CELLS = 1 << 22  # live-node lists of all states: 16 MB of int32
+COMPILED_MAX_DESTINATION_CELLS = 1 << 23  # destination lists of states keys ended in: 32 MB
+COMPILED_MAX_TRANSITIONS = 1 << 18  # a table of twice as many slots, 12 bytes each: 6 MB
 
-    def __init__(self, root: Node, start: set[Node]) -> None:
+
+def _power_of_two(value: int) -> int:
+    return 1 << max(4, int(value - 1).bit_length())
+
+
+class FlatTrie:
+    """A snapshot of a trie as arrays, plus the DFA that `xroute.engines._kernel` keeps over it."""
+
+    def __init__(
+        self, root: Node, start: set[Node], numbering: Mapping[Hashable, int] | None = None
+    ) -> None:
         kernel = _kernel()
         order: list[Node] = [root]
         index: dict[Node, int] = {root: 0}
@@ -52,96 +68,140 @@ class FlatTrie:
                 if child is not None and child not in index:
                     index[child] = len(order)
                     order.append(child)
-        count = len(order)
+        self.nodes = count = len(order)
         self.vocabulary: list[str] = sorted({w for node in order for w in node.children})
         word_id = {word: i for i, word in enumerate(self.vocabulary)}
-        self.word_id = word_id
         parents, words, children = [], [], []
         for i, node in enumerate(order):
             for word, child in node.children.items():
                 parents.append(i)
                 words.append(word_id[word])
                 children.append(index[child])
-        self.star = np.array([index[n.star] if n.star else -1 for n in order], dtype=np.int32)
-        self.hash = np.array([index[n.hash] if n.hash else -1 for n in order], dtype=np.int32)
-        self.is_hash = np.array([n.is_hash for n in order], dtype=np.bool_)
-        self.start = np.array(sorted(index[n] for n in start), dtype=np.int32)
-        # Keep the table at most half full so that probes stay short.
-        self.bits = max(4, int(2 * max(len(parents), 1) - 1).bit_length())
-        self.table_keys, self.table_values = kernel.build_edge_table(
+        vocabulary_size = max(len(self.vocabulary), 1)
+        encoded = [word.encode("utf-8") for word in self.vocabulary]
+        word_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(word) for word in encoded], out=word_offsets[1:])
+        word_data = np.frombuffer(b"".join(encoded) or b"\0", dtype=np.uint8)
+        word_bits = max(4, int(2 * max(len(encoded), 1) - 1).bit_length())
+        self.words = (
+            word_data,
+            word_offsets,
+            *kernel.build_word_table(word_data, word_offsets, word_bits),
+            word_bits,
+        )
+        # Keep the edge table at most half full so that probes stay short.
+        edge_bits = max(4, int(2 * max(len(parents), 1) - 1).bit_length())
+        edge_keys, edge_values = kernel.build_edge_table(
             np.array(parents, dtype=np.int64),
             np.array(words, dtype=np.int64),
             np.array(children, dtype=np.int32),
-            max(len(self.vocabulary), 1),
-            self.bits,
+            vocabulary_size,
+            edge_bits,
         )
-        self.destinations: list[Hashable] = []
-        local: dict[Hashable, int] = {}
+        self.trie = (
+            edge_keys,
+            edge_values,
+            edge_bits,
+            vocabulary_size,
+            np.array([index[n.star] if n.star else -1 for n in order], dtype=np.int32),
+            np.array([index[n.hash] if n.hash else -1 for n in order], dtype=np.int32),
+            np.array([n.is_hash for n in order], dtype=np.bool_),
+        )
+        self.start = np.array(sorted(index[n] for n in start), dtype=np.int32)
+        # Destination ids are the matcher's (`numbering`) when given, so that a batch needs
+        # no translation; else numbered here. `destinations[id]` is the destination of an id.
+        if numbering is None:
+            numbering = {}
+            for node in order:
+                for destination in node.destinations:
+                    numbering.setdefault(destination, len(numbering))
+        self.destinations: list[Hashable] = [None] * (max(numbering.values(), default=-1) + 1)
         starts = np.zeros(count + 1, dtype=np.int64)
         ids: list[int] = []
         for i, node in enumerate(order):
             for destination in node.destinations:
-                number = local.get(destination)
-                if number is None:
-                    number = local[destination] = len(self.destinations)
-                    self.destinations.append(destination)
+                number = numbering[destination]
+                self.destinations[number] = destination
                 ids.append(number)
             starts[i + 1] = len(ids)
-        self.destination_start = starts
-        self.destination_ids = np.array(ids, dtype=np.int32)
-        self.nodes = count
-        self._vocabulary_arrow: Any = None
-        self._route = kernel.route_batch
+        self.destination_arrays = (starts, np.array(ids, dtype=np.int32))
+        self._dfa = self._empty_dfa(count)
+        self.meta = np.zeros(kernel.META_SIZE, dtype=np.int64)
+        self.meta[kernel.START] = -1
+        self._mark = np.zeros(count, dtype=np.int64)
+        self._seen = np.zeros(max(len(self.destinations), 1), dtype=np.int64)
+        self._kernel = kernel
 
-    def route(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(offsets, local destination ids) for valid keys (list of str or Arrow strings)."""
-        word_ids, key_start, key_length = self.intern(keys)
-        return self._route(
-            word_ids,
-            key_start,
-            key_length,
-            self.start,
-            self.table_keys,
-            self.table_values,
-            self.bits,
-            max(len(self.vocabulary), 1),
-            self.star,
-            self.hash,
-            self.is_hash,
-            self.destination_start,
-            self.destination_ids,
-            len(self.destinations),
+    @staticmethod
+    def _empty_dfa(nodes: int) -> tuple:
+        states = min(COMPILED_MAX_STATES, _power_of_two(8 * nodes))
+        transitions = min(COMPILED_MAX_TRANSITIONS, _power_of_two(32 * nodes))
+        set_bits = int(2 * states - 1).bit_length()
+        transition_bits = int(2 * transitions - 1).bit_length()
+        return (
+            np.zeros(states + 1, dtype=np.int64),  # where each state's node list starts
+            np.empty(min(COMPILED_MAX_NODE_CELLS, 64 * nodes + 1024), dtype=np.int32),
+            np.zeros(states, dtype=np.int64),  # where each state's destinations start
+            np.zeros(states, dtype=np.int32),  # how many (-1: not gathered yet)
+            np.empty(min(COMPILED_MAX_DESTINATION_CELLS, 64 * nodes + 4096), dtype=np.int32),
+            np.full(1 << set_bits, -1, dtype=np.int64),  # node-list hash -> state
+            np.full(1 << set_bits, -1, dtype=np.int32),
+            set_bits,
+            np.full(1 << transition_bits, -1, dtype=np.int64),  # (state, word) -> state
+            np.full(1 << transition_bits, -1, dtype=np.int32),
+            transition_bits,
         )
 
-    def intern(self, keys: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Word ids of all keys, flat, with each key's start and length in words."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+    def route(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(offsets, destination ids) for valid keys (list of str or Arrow strings)."""
+        data, key_offsets = _utf8_buffers(keys)
+        return self._kernel.route_batch(
+            data,
+            key_offsets,
+            self.words,
+            self.start,
+            self.trie,
+            self.destination_arrays,
+            self._dfa,
+            self.meta,
+            self._mark,
+            self._seen,
+        )
 
-        if isinstance(keys, list):
-            keys = pa.array(keys, type=pa.string())
-        elif pa.types.is_large_string(keys.type):
-            keys = keys.cast(pa.string()) if keys.nbytes < 2**31 else keys
-        if self._vocabulary_arrow is None:
-            self._vocabulary_arrow = pa.array(self.vocabulary, type=pa.string())
-        vocabulary = self._vocabulary_arrow
-        if vocabulary.type != keys.type:
-            vocabulary = vocabulary.cast(keys.type)
-        parts = pc.split_pattern(keys, pattern=".")
-        bounds = parts.offsets.to_numpy()
-        key_start = bounds[:-1].astype(np.int64)
-        key_length = np.diff(bounds).astype(np.int64)
-        # split_pattern gives "" one (empty) word; a routing key "" has none.
-        key_length[pc.equal(pc.binary_length(keys), 0).to_numpy(zero_copy_only=False)] = 0
-        found = pc.index_in(parts.values, value_set=vocabulary)
-        word_ids = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-        return word_ids, key_start, key_length
+    def dfa_stats(self) -> dict[str, int]:
+        """The kernel DFA's size and history."""
+        k, meta = self._kernel, self.meta
+        return {
+            "kernel_states": int(meta[k.STATES]),
+            "kernel_transitions": int(meta[k.TRANSITIONS]),
+            "kernel_node_cells": int(meta[k.NODE_CELLS]),
+            "kernel_destination_cells": int(meta[k.DESTINATION_CELLS]),
+            "kernel_states_built": int(meta[k.BUILT]),
+            "kernel_resets": int(meta[k.RESETS]),
+            "kernel_plain_walks": int(meta[k.FALLBACKS]),
+        }
+
+
+def _utf8_buffers(keys: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes and the offsets of each key (Arrow's string layout), without copies
+    for an Arrow array; a list of str goes through Arrow first."""
+    import pyarrow as pa
+
+    if isinstance(keys, list):
+        keys = pa.array(keys, type=pa.string())
+    offset_type = np.int64 if pa.types.is_large_string(keys.type) else np.int32
+    buffers = keys.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=offset_type)[keys.offset : keys.offset + len(keys) + 1]
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
+    return data, offsets
 
 
 class BatchKernel:
     """Mixin for a `TrieEngine` subclass: a `FlatTrie` of its trie, rebuilt after any change."""
 
     _flat: FlatTrie | None = None
+    _numbering: Mapping[Hashable, int] | None = None
+    _flattened = 0
 
     def add(self, words: Words, destination: Hashable) -> None:
         super().add(words, destination)  # type: ignore[misc]
@@ -151,22 +211,28 @@ class BatchKernel:
         super().remove(words, destination)  # type: ignore[misc]
         self._flat = None
 
+    def use_destination_ids(self, numbering: Mapping[Hashable, int]) -> None:
+        """Called by `TopicMatcher`: batches return its destination ids (a live mapping that
+        changes only together with the bindings, so only when the flat trie is rebuilt)."""
+        self._numbering = numbering
+        self._flat = None
+
     def flat(self) -> FlatTrie:
         """The flattened trie, rebuilt if a binding changed since the last batch."""
         if self._flat is None:
-            self._flat = FlatTrie(self._root, self.start())  # type: ignore[attr-defined]
-            self._flattened = getattr(self, "_flattened", 0) + 1
+            self._flat = FlatTrie(self._root, self.start(), self._numbering)  # type: ignore[attr-defined]
+            self._flattened += 1
         return self._flat
 
-    def match_many_local(self, keys: Any) -> tuple[np.ndarray, np.ndarray, list[Hashable]] | None:
-        """(offsets, ids, destination of each id) for validated keys, through the kernel."""
-        flat = self.flat()
-        offsets, ids = flat.route(keys)
-        return offsets, ids, flat.destinations
+    def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """(offsets, destination ids) for validated keys (a list of str or Arrow strings)."""
+        return self.flat().route(keys)
 
     def kernel_match_many(self, keys: Sequence[str]) -> list[frozenset]:
         """`match_many` through the kernel: one frozenset per key from the flat result."""
-        offsets, ids, destinations = self.match_many_local(list(keys))  # type: ignore[misc]
+        flat = self.flat()
+        offsets, ids = flat.route(list(keys))
+        destinations = flat.destinations
         bounds = offsets.tolist()
         ids = ids.tolist()
         return [
@@ -175,10 +241,12 @@ class BatchKernel:
         ]
 
     def kernel_stats(self) -> dict[str, Any]:
-        """How often the trie was flattened, and the size of the current snapshot."""
+        """How often the trie was flattened, and the size and history of the kernel's DFA."""
+        flat = self._flat
         return {
-            "flattened": getattr(self, "_flattened", 0),
-            "flat_nodes": self._flat.nodes if self._flat is not None else 0,
+            "flattened": self._flattened,
+            "flat_nodes": flat.nodes if flat is not None else 0,
+            **(flat.dfa_stats() if flat is not None else {}),
         }
 
 

@@ -27,26 +27,27 @@ from xroute.engines.trie import Node, TrieEngine, step
 from xroute.keys import HASH, STAR
 
 # RabbitMQ measured its DFA as fastest per message but found its memory the problem (seed 002).
-# 20,000 states cover the warm key sets of the benchmarks (10k bindings, thousands of keys,
-# up to 10 words) and, with the cell bound below, keep the automaton to tens of MB.
+# A state costs about 300 bytes before its cells; 20,000 states cover the warm key sets of the
+# benchmarks (10k bindings, a few thousand distinct keys of up to 10 words).
 DFA_MAX_STATES = 20_000
-# A state's size is its node set plus its transitions (a "cell" each, about 100-150 bytes with
-# the reverse index): this bounds memory when states are few but hold many nodes.
-DFA_MAX_CELLS = 400_000
+# Every node of a state's set, every transition and every destination of a state that a key
+# ended in is a "cell", about 60-90 bytes each with the reverse index (measured with
+# tracemalloc, `xroute bench engines`): one million cells keeps a DFA under about 100 MB,
+# however few and large its states. Most of it is destination sets: at 10k bindings of the
+# seed mix a 5-word key matches about 225 of them.
+DFA_MAX_CELLS = 1_000_000
 
 
 class State:
-    """One DFA state: a set of live trie nodes, its destinations and its transitions so far."""
+    """One DFA state: a set of live trie nodes, its transitions so far, and its destinations
+    once a key has ended in it (most states are only passed through, and a union of
+    destinations can be large)."""
 
     __slots__ = ("nodes", "destinations", "next", "other")
 
     def __init__(self, nodes: frozenset[Node]) -> None:
         self.nodes = nodes
-        found: set[Hashable] = set()
-        for node in nodes:
-            if node.destinations:
-                found.update(node.destinations)
-        self.destinations: frozenset = frozenset(found) if found else EMPTY
+        self.destinations: frozenset | None = None
         self.next: dict[str, State] = {}  # literal word -> state
         self.other: State | None = None  # any word that labels no trie edge
 
@@ -108,7 +109,10 @@ class DfaEngine(TrieEngine):
                 if following is dead:
                     return EMPTY
                 state = following
-        return state.destinations
+        found = state.destinations
+        if found is None:
+            found = self._finish(state)
+        return found
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
         match = self.match
@@ -166,6 +170,18 @@ class DfaEngine(TrieEngine):
             self._dead = state
         return state
 
+    def _finish(self, state: State) -> frozenset:
+        found: set[Hashable] = set()
+        for node in state.nodes:
+            if node.destinations:
+                found.update(node.destinations)
+        state.destinations = frozenset(found) if found else EMPTY
+        self._cells += len(found)
+        found_now = state.destinations
+        if self._cells > self.max_cells:
+            self._reset()
+        return found_now
+
     def _reset(self) -> None:
         """Drop the whole automaton (bounded memory); the start state is rebuilt on demand."""
         self._states.clear()
@@ -199,7 +215,7 @@ class DfaEngine(TrieEngine):
         states = self._states
         for state in doomed:
             del states[state.nodes]
-            self._cells -= len(state.nodes) + 1 + len(state.next) + (state.other is not None)
+            self._cells -= _cells_of(state)
             for node in state.nodes:
                 holders = holding.get(node)
                 if holders is not None:
@@ -211,3 +227,11 @@ class DfaEngine(TrieEngine):
             self._start = None
         if self._dead in doomed:
             self._dead = None
+
+
+def _cells_of(state: State) -> int:
+    """What a state counts against `DFA_MAX_CELLS`: nodes, transitions, destinations."""
+    found = state.destinations
+    return (
+        len(state.nodes) + 1 + len(state.next) + (state.other is not None) + len(found or ())
+    )

@@ -47,8 +47,10 @@ class TopicMatcher:
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
         self._ids_version = 0
-        # The translation from the engine's own destination numbering to ours (see match_many_ids).
-        self._translation: tuple[Any, int, np.ndarray] | None = None
+        # An engine with a native batch path returns our ids directly (see match_many_ids).
+        hook = getattr(self._engine, "use_destination_ids", None)
+        if hook is not None:
+            hook(self._id_of)
 
     @property
     def engine(self) -> str:
@@ -121,12 +123,11 @@ class TopicMatcher:
         Every key is validated as by `match` (`InvalidRoutingKey`, naming the first bad one).
         """
         keys = _batch_keys(keys)
-        native = getattr(self._engine, "match_many_local", None)
+        native = getattr(self._engine, "match_many_ids", None)
         if native is not None:
-            offsets, local_ids, local_destinations = native(keys)
-            if len(local_ids) == 0:
-                return offsets, np.zeros(0, dtype=np.int32)
-            return offsets, self._translate(local_destinations)[local_ids]
+            found = native(keys)  # None: the engine prefers the generic path for this batch
+            if found is not None:
+                return found
         if not isinstance(keys, list):
             keys = keys.to_pylist()
         return self._flatten(self.match_many(keys))
@@ -174,19 +175,6 @@ class TopicMatcher:
         self._by_id[old_id] = None
         self._free_ids.append(old_id)
         self._ids_version += 1
-
-    def _translate(self, local_destinations: Sequence[Hashable]) -> np.ndarray:
-        # The engine numbers destinations its own way (it renumbers when it rebuilds); map its
-        # numbering onto ours once per (engine numbering, our numbering) and gather with NumPy.
-        cached = self._translation
-        if cached is not None and cached[0] is local_destinations and cached[1] == self._ids_version:
-            return cached[2]
-        id_of = self._id_of
-        table = np.fromiter(
-            (id_of[d] for d in local_destinations), dtype=np.int32, count=len(local_destinations)
-        )
-        self._translation = (local_destinations, self._ids_version, table)
-        return table
 
     def _flatten(self, results: list[frozenset]) -> tuple[np.ndarray, np.ndarray]:
         offsets = np.zeros(len(results) + 1, dtype=np.int64)

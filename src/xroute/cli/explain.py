@@ -1,0 +1,47 @@
+"""``xroute explain``: where does a message go, and why?"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+from rich.console import Console
+
+from xroute.cli import EXIT_OK, EXIT_UNROUTABLE, cli
+from xroute.cli.options import (
+    definitions_option,
+    header_option,
+    headers_from,
+    json_option,
+    load_topology,
+    vhost_option,
+)
+from xroute.tools.explain import explain as explain_route
+from xroute.tools.explain import render_tree
+
+
+@cli.command()
+@definitions_option
+@vhost_option
+@click.option("--exchange", "-e", required=True, help="The exchange the message is published to.")
+@click.option("--key", "-k", default="", help="The routing key.")
+@header_option
+@json_option
+def explain(
+    definitions: str,
+    vhost: str | None,
+    exchange: str,
+    key: str,
+    header_pairs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Show the whole path of one message: exchanges, matching bindings and why (exit 3 if it
+    reaches no queue)."""
+    topology = load_topology(definitions, vhost)
+    explanation = explain_route(topology, exchange, key, headers_from(header_pairs))
+    if as_json:
+        click.echo(json.dumps(explanation.to_dict(), default=str, indent=2))
+    else:
+        Console(soft_wrap=False).print(render_tree(explanation))
+    sys.exit(EXIT_OK if explanation.routed else EXIT_UNROUTABLE)
