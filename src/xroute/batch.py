@@ -15,9 +15,11 @@ one by one: they are rare, and it keeps the batch walk to one key per message.
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,8 +37,8 @@ _EMPTY_IDS = np.zeros(0, dtype=np.int64)
 class BatchRoutes:
     """Where each message of a batch went.
 
-    The queues of message ``i`` are ``queue_ids[offsets[i]:offsets[i + 1]]`` (sorted, no
-    repeats), indices into `BatchRouter.queues`. A message in ``errors`` was refused, with the
+    The queues of message ``i`` are ``queue_ids[offsets[i]:offsets[i + 1]]`` (no repeats, in
+    no particular order), indices into `BatchRouter.queues`. A message in ``errors`` was refused, with the
     error `Topology.route_message` raises for it, and has no queues. ``hits[b]`` counts the
     messages that matched binding ``BatchRouter.bindings[b]`` at an exchange they visited.
     """
@@ -84,6 +86,7 @@ class BatchRouter:
                 self._to_queue[i] = self._queue_index[name]
             else:
                 self._to_exchange[i] = self._exchange_index[name]
+        self._identity = np.arange(len(self.bindings), dtype=np.int64)
         # Per topic exchange: matcher destination id -> binding index (rebuilt if ids change).
         self._id_maps: dict[str, tuple[int, np.ndarray]] = {}
 
@@ -112,28 +115,35 @@ class BatchRouter:
         slow: list[int] = []
         if headers is not None:
             checked = [{}] * size
+            # Messages often share one headers object: check each object once.
+            verdicts: dict[int, Any] = {}
             for i, table in enumerate(headers):
                 if not table or i in errors:
                     continue
-                try:
-                    table = check_headers(table)
-                except XRouteError as error:
-                    errors[i] = error
+                verdict = verdicts.get(id(table))
+                if verdict is None:
+                    try:
+                        verdict = check_headers(table)
+                    except XRouteError as error:
+                        verdict = error
+                    verdicts[id(table)] = verdict
+                if isinstance(verdict, XRouteError):
+                    errors[i] = verdict
                     fast[i] = False
                     continue
-                checked[i] = table
-                if "CC" in table or "BCC" in table:
+                checked[i] = verdict
+                if "CC" in verdict or "BCC" in verdict:
                     slow.append(i)
                     fast[i] = False
         hits = np.zeros(len(self.bindings), dtype=np.int64)
         rows, queue_ids = self._walk(exchange, valid, np.flatnonzero(fast), checked, hits)
         if slow:
             more_rows, more_ids = self._route_one_by_one(exchange, valid, headers, slow, errors, hits)
-            rows = np.concatenate([rows, more_rows])
-            queue_ids = np.concatenate([queue_ids, more_ids])
-        # One delivery per (message, queue) however many paths led there; sorted by message.
-        codes = np.unique(rows * max(len(self.queues), 1) + queue_ids)
-        rows, queue_ids = np.divmod(codes, max(len(self.queues), 1))
+            rows, queue_ids = _unique_pairs(
+                np.concatenate([rows, more_rows]),
+                np.concatenate([queue_ids, more_ids]),
+                len(self.queues),
+            )
         offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
         return BatchRoutes(offsets, queue_ids.astype(np.int32), errors, hits, self.queues)
@@ -149,7 +159,7 @@ class BatchRouter:
             keys = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
             for i, key in enumerate(keys):
                 try:
-                    _check_key(key)
+                    check_key(key)
                 except XRouteError as error:
                     errors[i] = error
             return keys
@@ -162,7 +172,7 @@ class BatchRouter:
         ).fill_null(True)
         for i in np.flatnonzero(suspects.to_numpy(zero_copy_only=False)).tolist():
             try:
-                _check_key(arrow[i].as_py())
+                check_key(arrow[i].as_py())
             except XRouteError as error:
                 errors[i] = error
         return arrow
@@ -178,12 +188,15 @@ class BatchRouter:
         hits: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(message, queue) pairs for ``messages``, each walked as Topology._walk does."""
-        found_rows: list[np.ndarray] = []
-        found_queues: list[np.ndarray] = []
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        size = len(keys)
         start = self._exchange_index[exchange]
         # seen[e][m]: message m has visited (or is queued to visit) exchange e.
-        seen: dict[int, np.ndarray] = {start: np.ones(len(keys), dtype=bool)}
+        seen: dict[int, np.ndarray] = {start: np.ones(size, dtype=bool)}
         pending = deque([(start, messages)])
+        # The last message each queue (exchange) was recorded for, across the whole walk.
+        queue_stamp = np.full(len(self.queues), -1, dtype=np.int64)
+        exchange_stamp = np.full(len(self._exchanges), -1, dtype=np.int64)
         python_keys: list[Any] | None = None
         while pending:
             index, here = pending.popleft()
@@ -203,32 +216,42 @@ class BatchRouter:
                 ]
                 if pairs:
                     rows, queues = zip(*pairs)
-                    found_rows.append(np.array(rows, dtype=np.int64))
-                    found_queues.append(np.array(queues, dtype=np.int64))
+                    found.append((np.array(rows, dtype=np.int64), np.array(queues, dtype=np.int64)))
                 continue
-            counts, matched = self._match(current, keys, here, headers)
-            if len(matched):
-                hits += np.bincount(matched, minlength=len(hits))
-                rows = np.repeat(here, counts)
-                queues = self._to_queue[matched]
-                to_queue = queues >= 0
-                found_rows.append(rows[to_queue])
-                found_queues.append(queues[to_queue])
-                targets = self._to_exchange[matched]
-                to_exchange = targets >= 0
-                if to_exchange.any():
-                    rows, targets = rows[to_exchange], targets[to_exchange]
-                    for target in np.unique(targets).tolist():
-                        self._visit(target, rows[targets == target], seen, pending, len(keys))
+            key_of, offsets, ids, to_binding = self._match(current, keys, here, headers)
+            rows, queues, exchange_rows, targets = _kernel()(
+                here,
+                key_of,
+                offsets,
+                ids,
+                to_binding,
+                self._to_queue,
+                self._to_exchange,
+                hits,
+                queue_stamp,
+                exchange_stamp,
+            )
+            if len(rows):
+                found.append((rows, queues))
+            if len(targets):
+                for target in np.unique(targets).tolist():
+                    self._visit(target, exchange_rows[targets == target], seen, pending, size)
             alternate = current.alternate_exchange
             if alternate is not None and alternate in self._exchange_index:
                 # As RabbitMQ: the alternate takes the messages this exchange matched nothing for.
+                matched_nothing = np.diff(offsets)[key_of] == 0
                 self._visit(
-                    self._exchange_index[alternate], here[counts == 0], seen, pending, len(keys)
+                    self._exchange_index[alternate], here[matched_nothing], seen, pending, size
                 )
-        if not found_rows:
+        if not found:
             return _EMPTY_IDS, _EMPTY_IDS
-        return np.concatenate(found_rows), np.concatenate(found_queues)
+        if len(found) == 1:
+            return found[0]  # one exchange step: grouped by message, no repeats
+        return _unique_pairs(
+            np.concatenate([r for r, _ in found]),
+            np.concatenate([q for _, q in found]),
+            len(self.queues),
+        )
 
     @staticmethod
     def _visit(
@@ -237,7 +260,6 @@ class BatchRouter:
         mask = seen.get(target)
         if mask is None:
             mask = seen[target] = np.zeros(size, dtype=bool)
-        rows = np.unique(rows)
         rows = rows[~mask[rows]]
         if len(rows):
             mask[rows] = True
@@ -249,31 +271,33 @@ class BatchRouter:
         keys: Any,
         messages: np.ndarray,
         headers: list[dict[str, Any]] | None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(bindings matched per message, their binding indices flat) at one exchange."""
-        if _is_topic(exchange):
-            matcher = exchange.kind.matcher
-            if hasattr(matcher, "match_many_ids"):
-                subset = _take(keys, messages)
-                offsets, ids = matcher.match_many_ids(subset)
-                return np.diff(offsets), self._id_map(exchange.name, matcher)[ids]
-            # A TopicMatcher without the batch call: one frozenset per key.
-            found = matcher.match_many(_as_list(_take(keys, messages)))
-        else:
-            python_keys = _as_list(_take(keys, messages))
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What ``messages`` match at one exchange, each distinct input matched once:
+        (group of each message, offsets and ids of each group's matches, id -> binding)."""
+        if exchange.type == "headers":
+            # Only the headers decide, and messages often share one table (the same object).
+            tables = [{}] * len(messages) if headers is None else [headers[m] for m in messages.tolist()]
+            key_of, distinct = _group_by_identity(tables)
             route = exchange.kind.route
-            if headers is None:
-                found = [set(route([key], {})) for key in python_keys]
-            else:
-                found = [
-                    set(route([key], headers[m])) for key, m in zip(python_keys, messages.tolist())
-                ]
+            return (key_of, *self._flatten([route((), table) for table in distinct]))
+        key_of, distinct = _distinct(_take(keys, messages))
+        if exchange.type == "topic":
+            matcher = exchange.kind.matcher
+            offsets, ids = matcher.match_many_ids(distinct)
+            return key_of, offsets, ids, self._id_map(exchange.name, matcher)
+        route = exchange.kind.route
+        return (key_of, *self._flatten([route([key], {}) for key in _as_list(distinct)]))
+
+    def _flatten(self, found: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Offsets and binding indices of lists of bindings (repeats dropped)."""
         index = self._binding_index
-        counts = np.fromiter((len(f) for f in found), dtype=np.int64, count=len(found))
-        matched = np.fromiter(
-            (index[b] for f in found for b in f), dtype=np.int64, count=int(counts.sum())
+        found = [set(bindings) for bindings in found]
+        offsets = np.zeros(len(found) + 1, dtype=np.int64)
+        np.cumsum([len(bindings) for bindings in found], out=offsets[1:])
+        ids = np.fromiter(
+            (index[b] for bindings in found for b in bindings), dtype=np.int64, count=int(offsets[-1])
         )
-        return counts, matched
+        return offsets, ids, self._identity
 
     def _id_map(self, name: str, matcher: Any) -> np.ndarray:
         """Matcher destination id -> binding index for a topic exchange's matcher."""
@@ -324,14 +348,91 @@ class BatchRouter:
         return np.array(rows, dtype=np.int64), np.array(queues, dtype=np.int64)
 
 
-def _check_key(key: Any) -> None:
-    if key is None:  # a missing value in a dataset, named as such
+def _unique_pairs(rows: np.ndarray, queues: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(message, queue) pairs without repeats, sorted by message."""
+    codes = np.unique(rows * max(count, 1) + queues)
+    return np.divmod(codes, max(count, 1))
+
+
+def _distinct(keys: Any) -> tuple[np.ndarray, Any]:
+    """(index of each key among the distinct keys, the distinct keys)."""
+    if isinstance(keys, list):
+        first: dict[Any, int] = {}
+        key_of = np.fromiter(
+            (first.setdefault(key, len(first)) for key in keys), dtype=np.int64, count=len(keys)
+        )
+        return key_of, list(first)
+    encoded = keys.dictionary_encode()
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
+
+
+def _group_by_identity(tables: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    first: dict[int, int] = {}
+    distinct: list[Any] = []
+    key_of = np.empty(len(tables), dtype=np.int64)
+    for i, table in enumerate(tables):
+        number = first.get(id(table))
+        if number is None:
+            number = first[id(table)] = len(distinct)
+            distinct.append(table)
+        key_of[i] = number
+    return key_of, distinct
+
+
+def _expand(here, key_of, offsets, ids, to_binding, to_queue, to_exchange, hits, queue_stamp, exchange_stamp):  # noqa: E501
+    """One exchange step of the walk, per message ``here[i]`` with matches
+    ``ids[offsets[key_of[i]]:offsets[key_of[i] + 1]]``: count each binding's hit, and record
+    each queue and each next exchange once per message (the stamps hold the last message
+    recorded for each). Compiled by numba on first use (`_kernel`)."""
+    total = 0
+    for i in range(len(here)):
+        total += offsets[key_of[i] + 1] - offsets[key_of[i]]
+    rows = np.empty(total, dtype=np.int64)
+    queues = np.empty(total, dtype=np.int64)
+    exchange_rows = np.empty(total, dtype=np.int64)
+    exchanges = np.empty(total, dtype=np.int64)
+    found = next_found = 0
+    for i in range(len(here)):
+        m = here[i]
+        group = key_of[i]
+        for j in range(offsets[group], offsets[group + 1]):
+            b = to_binding[ids[j]]
+            hits[b] += 1
+            q = to_queue[b]
+            if q >= 0:
+                if queue_stamp[q] != m:
+                    queue_stamp[q] = m
+                    rows[found] = m
+                    queues[found] = q
+                    found += 1
+            else:
+                x = to_exchange[b]
+                if exchange_stamp[x] != m:
+                    exchange_stamp[x] = m
+                    exchange_rows[next_found] = m
+                    exchanges[next_found] = x
+                    next_found += 1
+    return rows[:found], queues[:found], exchange_rows[:next_found], exchanges[:next_found]
+
+
+_COMPILED: list[Any] = []
+
+
+def _kernel() -> Any:
+    """`_expand` compiled by numba (cached on disk), on first use."""
+    if not _COMPILED:
+        os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "xroute" / "numba"))
+        from numba import njit
+
+        _COMPILED.append(njit(cache=True, nogil=True)(_expand))
+    return _COMPILED[0]
+
+
+def check_key(key: Any) -> None:
+    """The check each message's key gets: `check_routing_key`, a missing key named as such."""
+    if key is None:  # a missing value in a dataset
         raise InvalidRoutingKey(None, "the message has no routing key")
     check_routing_key(key)
-
-
-def _is_topic(exchange: Exchange) -> bool:
-    return exchange.type == "topic"
 
 
 def _arrow_strings(keys: Any) -> Any:

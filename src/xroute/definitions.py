@@ -41,7 +41,8 @@ def read_definitions(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     return parsed
 
 
-def _entries(defs: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
+def section_entries(defs: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
+    """The entries of one section (``queues``, ``bindings``...), checked to be a list of objects."""
     entries = defs.get(section, [])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise DefinitionsError(f"definitions: {section!r} must be a list of objects", section)
@@ -63,11 +64,13 @@ def _field(entry: Mapping[str, Any], name: str, kind: type | tuple, section: str
     return value
 
 
-def _pick_vhost(defs: Mapping[str, Any], vhost: str | None) -> str | None:
+def pick_vhost(defs: Mapping[str, Any], vhost: str | None) -> str | None:
+    """The virtual host to read: ``vhost`` if the export holds it, else the only one there is
+    (``None`` for a single-vhost export without ``vhost`` fields)."""
     present = {
         entry["vhost"]
         for section in _SECTIONS
-        for entry in _entries(defs, section)
+        for entry in section_entries(defs, section)
         if "vhost" in entry
     }
     if vhost is not None:
@@ -78,7 +81,7 @@ def _pick_vhost(defs: Mapping[str, Any], vhost: str | None) -> str | None:
         return vhost
     if len(present) > 1:
         raise DefinitionsError(
-            f"definitions hold several virtual hosts {sorted(present)}; choose one with vhost=",
+            f"definitions hold several virtual hosts {sorted(present)}; choose one with vhost= (--vhost on the command line)",
             sorted(present),
         )
     return next(iter(present), None)
@@ -109,10 +112,10 @@ def load_definitions(
 ) -> Topology:
     """A `Topology` from a definitions export; errors name the entry that is wrong."""
     defs = read_definitions(source)
-    chosen = _pick_vhost(defs, vhost)
+    chosen = pick_vhost(defs, vhost)
 
     def of_vhost(section: str) -> list[dict[str, Any]]:
-        return [e for e in _entries(defs, section) if e.get("vhost", chosen) == chosen]
+        return [e for e in section_entries(defs, section) if e.get("vhost", chosen) == chosen]
 
     topology = Topology(engine=engine)
     exchanges = of_vhost("exchanges")

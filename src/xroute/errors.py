@@ -139,6 +139,40 @@ class DefinitionsError(XRouteError, ValueError):
         self.where = where
 
 
+class DatasetError(XRouteError, ValueError):
+    """A message dataset the pipeline cannot read: no such path, an unknown format, no
+    ``routing_key`` column, a column of the wrong type, an unknown ``--keep-columns`` name."""
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class OutputExists(XRouteError, FileExistsError):
+    """The pipeline's output folder exists and ``--overwrite`` was not given."""
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(f"output folder {str(path)!r} exists; pass --overwrite to replace it")
+        self.path = path
+
+
+class JavaUnavailable(XRouteError, RuntimeError):
+    """Spark cannot start: no Java runtime, or one older than Spark needs."""
+
+    def __init__(self, message: str, java: Any = None) -> None:
+        super().__init__(message)
+        self.java = java
+
+
+class PipelineFailed(XRouteError, RuntimeError):
+    """A pipeline run that could not prove its result (input = delivered + unroutable +
+    rejected, and every written file counted), or whose Spark job failed; nothing was kept."""
+
+    def __init__(self, message: str, counts: Any = None) -> None:
+        super().__init__(message)
+        self.counts = counts
+
+
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -23,14 +23,11 @@ def cell(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        size = abs(value)
-        if size >= 1000:
+        if abs(value) >= 1000:
             return f"{value:,.0f}"
-        if size >= 10:
-            return f"{value:.1f}"
-        if size >= 0.01 or size == 0:
-            return f"{value:.2f}".rstrip("0").rstrip(".") if size < 1 else f"{value:.2f}"
-        return f"{value:.2g}"
+        if abs(value) >= 100:
+            return f"{value:.0f}"
+        return f"{value:.3g}"  # three significant digits: 11.7, 1.32, 0.015
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
@@ -53,7 +50,11 @@ def _table(spec: dict[str, Any]) -> str:
 
 def _machine(results: dict[str, Any]) -> str:
     m = results["machine"]
-    clock = f"{m['cpu_ghz']} GHz ({m['cpu_ghz_source']})" if m.get("cpu_ghz") else m.get("cpu_ghz_source", "unknown")
+    clock = (
+        f"{m['cpu_ghz']} GHz ({m['cpu_ghz_source']})"
+        if m.get("cpu_ghz")
+        else m.get("cpu_ghz_source", "unknown")
+    )
     rows = [
         ["CPU", m.get("cpu_model")],
         ["clock", clock],
@@ -62,7 +63,10 @@ def _machine(results: dict[str, Any]) -> str:
         ["memory", f"{m.get('memory_gb')} GB" if m.get("memory_gb") else None],
         ["OS", m.get("os")],
         ["Python", m.get("python")],
-        ["load average at start (1/5/15 min)", " / ".join(map(str, m.get("load_average_start") or [])) or None],
+        [
+            "load average at start (1/5/15 min)",
+            " / ".join(map(str, m.get("load_average_start") or [])) or None,
+        ],
         ["load average at end", " / ".join(map(str, m.get("load_average_end") or [])) or None],
     ]
     packages = ", ".join(f"{name} {version}" for name, version in m.get("packages", {}).items())
@@ -74,7 +78,12 @@ def _machine(results: dict[str, Any]) -> str:
             "cores): other work competed for the CPU, so absolute times are pessimistic. Ratios "
             "within one experiment are the figures to trust."
         )
-    return "## The machine\n\n" + markdown_table(["", "value"], rows) + f"\n\nPackages: {packages}." + warning
+    return (
+        "## The machine\n\n"
+        + markdown_table(["", "value"], rows)
+        + f"\n\nPackages: {packages}."
+        + warning
+    )
 
 
 def _summary(results: dict[str, Any]) -> str:
@@ -86,7 +95,13 @@ def _summary(results: dict[str, Any]) -> str:
             continue
         if comparison and comparison["rows"]:
             first = comparison["rows"][0]
-            rows.append([f"{entry['number']}. {entry['title']}", f"{first[0]}: {cell(first[1])}", cell(first[2])])
+            rows.append(
+                [
+                    f"{entry['number']}. {entry['title']}",
+                    f"{first[0]}: {cell(first[1])}",
+                    cell(first[2]),
+                ]
+            )
     return "## Summary\n\n" + markdown_table(["experiment", "the seed", "this run"], rows)
 
 
@@ -100,9 +115,14 @@ def _experiment(entry: dict[str, Any]) -> str:
     if entry.get("error"):
         parts.append(f"### This run\n\nNot run: `{entry['error']}`.")
         return "\n\n".join(parts)
-    setup = "\n".join(f"- **{name}**: {cell(value)}" for name, value in entry.get("setup", {}).items())
+    setup = "\n".join(
+        f"- **{name}**: {cell(value)}" for name, value in entry.get("setup", {}).items()
+    )
     checks = ", ".join(f"{name}: {cell(value)}" for name, value in entry.get("checks", {}).items())
-    this_run = f"### This run\n\n{setup}\n\nChecked before timing: {checks}. Took {entry.get('seconds')} s."
+    this_run = (
+        f"### This run\n\n{setup}\n\nChecked before timing: {checks}. "
+        f"Took {entry.get('seconds')} s."
+    )
     for note in entry.get("scaling", []):
         this_run += f"\n\n> Scaled: {note}"
     parts.append(this_run)
@@ -124,7 +144,7 @@ def _peers(results: dict[str, Any]) -> str:
                 continue
             wrong = columns.index("wrong routes")
             for row in spec["rows"]:
-                if row[wrong] not in (0, None, "0"):
+                if str(row[wrong]).split(" ")[0] not in ("0", "None"):  # 0, "0 of 60", None
                     rows.append([f"{entry['number']}. {spec['title']}", row[0], row[wrong]])
     text = (
         "## Peers: what a user would otherwise pick\n\n"

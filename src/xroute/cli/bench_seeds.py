@@ -17,7 +17,7 @@ EXIT_CHECK_FAILED = 1
 
 
 class RichProgress:
-    """The suite's `Progress` as two rich bars: the experiments, and the steps of the current one."""
+    """The suite's `Progress` as two rich bars: experiments, and steps of the current one."""
 
     def __init__(self, progress: Progress, experiments: int) -> None:
         self._progress = progress
@@ -52,22 +52,38 @@ def _numbers(ctx: click.Context, param: click.Parameter, value: str | None) -> l
     try:
         return [int(part) for part in value.split(",") if part.strip()]
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a list of experiment numbers like 1,3") from None
+        raise click.BadParameter(
+            f"{value!r} is not a list of experiment numbers like 1,3"
+        ) from None
 
 
 @bench.command("seeds")
-@click.option("--quick", is_flag=True, help="A reduced version of every experiment (under two minutes).")
 @click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-seeds"),
-    show_default=True, help="Folder for results.json, the PNGs and REPORT.md.",
+    "--quick", is_flag=True, help="A reduced version of every experiment (under two minutes)."
 )
-@click.option("--with-rabbitmq", is_flag=True, help="Also measure a private RabbitMQ (experiment 6).")
-@click.option("--only", callback=_numbers, metavar="N,...", help="Run only these experiments (1-6).")
 @click.option(
-    "--scale", type=click.Choice(["full", "quick", "tiny"]), default=None, hidden=True,
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-seeds"),
+    show_default=True,
+    help="Folder for results.json, the PNGs and REPORT.md.",
+)
+@click.option(
+    "--with-rabbitmq", is_flag=True, help="Also measure a private RabbitMQ (experiment 6)."
+)
+@click.option(
+    "--only", callback=_numbers, metavar="N,...", help="Run only these experiments (1-6)."
+)
+@click.option(
+    "--scale",
+    type=click.Choice(["full", "quick", "tiny"]),
+    default=None,
+    hidden=True,
     help="Size preset; 'tiny' is for the harness test.",
 )
-def seeds(quick: bool, out: Path, with_rabbitmq: bool, only: list[int] | None, scale: str | None) -> None:
+def seeds(
+    quick: bool, out: Path, with_rabbitmq: bool, only: list[int] | None, scale: str | None
+) -> None:
     """Reproduce the seeds' experiments beside peers (kombu, regex, paho-mqtt, RabbitMQ).
 
     \b
@@ -91,10 +107,13 @@ def seeds(quick: bool, out: Path, with_rabbitmq: bool, only: list[int] | None, s
     console = Console(stderr=True)
     command = "xroute " + " ".join(shlex.quote(arg) for arg in sys.argv[1:]) if sys.argv[1:] else ""
     columns = (
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
     )
     console.print(
-        f"{len(modules)} experiments, scale {scale}, about {total_steps(modules, scale)} steps -> {out}"
+        f"{len(modules)} experiments, scale {scale}, {total_steps(modules, scale)} steps -> {out}"
     )
     try:
         with Progress(*columns, console=console) as bar:
@@ -102,12 +121,16 @@ def seeds(quick: bool, out: Path, with_rabbitmq: bool, only: list[int] | None, s
             results = run_suite(scale, only, with_rabbitmq, tracker, out=out, command=command)
             tracker.finish()
     except CheckFailed as error:
-        console.print(f"[red]xroute: a check failed before timing (a bug, not a result):[/] {error}")
+        console.print(
+            f"[red]xroute: a check failed before timing (a bug, not a result):[/] {error}"
+        )
         sys.exit(EXIT_CHECK_FAILED)
     written = write_outputs(results, out)
     failed = [e for e in results["experiments"] if e.get("error")]
     for entry in failed:
         console.print(f"[yellow]experiment {entry['number']} not run:[/] {entry['error']}")
-    console.print(f"wrote {written['report']} and {len(written) - 2} plots in {results['seconds']} s")
+    console.print(
+        f"wrote {written['report']} and {len(written) - 2} plots in {results['seconds']} s"
+    )
     if failed:
         sys.exit(EXIT_CHECK_FAILED)

@@ -40,12 +40,12 @@ RESETS, BUILT, FALLBACKS, SEEN = 7, 8, 9, 10
 META_SIZE = 11
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _slot(key, shift):
     return np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> shift)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _hash_bytes(data, begin, stop):
     value = _FNV_OFFSET
     for i in range(begin, stop):
@@ -89,7 +89,7 @@ def build_word_table(word_data, word_offsets, bits):
     return keys, values
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _word_id(data, begin, stop, vocabulary):
     """The id of the word ``data[begin:stop]``, or -1 if no trie edge carries it."""
     word_data, word_offsets, table_keys, table_values, bits = vocabulary
@@ -113,7 +113,7 @@ def _word_id(data, begin, stop, vocabulary):
     return _EMPTY
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _lookup(table_keys, table_values, key, bits):
     shift = np.uint64(64 - bits)
     mask = (1 << bits) - 1
@@ -125,7 +125,7 @@ def _lookup(table_keys, table_values, key, bits):
     return _EMPTY
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _chain(node, hash_child, mark, stamp, live, count):
     # A '#' may match zero words: entering a node enters its '#' child too, and so on.
     while node >= 0 and mark[node] != stamp:
@@ -239,19 +239,12 @@ def _reset(dfa, meta):
 
 
 @njit(cache=True, nogil=True)
-def _transition(state, word, live, following, trie, dfa, meta, mark):
-    """The state after ``word``; or -1 with the next live nodes in ``following[:count]``."""
+def _build_transition(state, word, slot, live, following, trie, dfa, meta, mark):
+    """A transition seen for the first time: step the state's nodes, intern the result, and
+    remember it at ``slot`` of the transition table. The new state, or -1 with the next live
+    nodes in ``following[:count]`` if the DFA is full."""
     state_start, state_nodes = dfa[0], dfa[1]
     transition_keys, transition_values, transition_bits = dfa[8], dfa[9], dfa[10]
-    vocabulary_size = trie[3]
-    key = np.int64(state) * (vocabulary_size + 1) + (word + 1)
-    shift = np.uint64(64 - transition_bits)
-    mask = (1 << transition_bits) - 1
-    slot = _slot(key, shift)
-    while transition_keys[slot] != _EMPTY:
-        if transition_keys[slot] == key:
-            return transition_values[slot], 0
-        slot = (slot + 1) & mask
     meta[STAMP] += 1
     begin = state_start[state]
     count = state_start[state + 1] - begin
@@ -261,8 +254,8 @@ def _transition(state, word, live, following, trie, dfa, meta, mark):
     target = _intern(following, count, dfa, meta)
     if target == _EMPTY:
         return _EMPTY, count
-    if meta[TRANSITIONS] * 2 < mask:
-        transition_keys[slot] = key
+    if meta[TRANSITIONS] * 2 < (1 << transition_bits) - 1:
+        transition_keys[slot] = np.int64(state) * (trie[3] + 1) + (word + 1)
         transition_values[slot] = target
         meta[TRANSITIONS] += 1
     else:
@@ -284,11 +277,14 @@ def _write(first, stop, final, side, side_start, offsets, dfa, out):
         count = offsets[k + 1] - at
         state = final[k]
         if state >= 0:
-            begin = state_destination_start[state]
-            out[at : at + count] = state_destinations[begin : begin + count]
+            source, begin = state_destinations, state_destination_start[state]
         else:
-            begin = side_start[k]
-            out[at : at + count] = side[begin : begin + count]
+            source, begin = side, side_start[k]
+        if count < 16:  # a slice copy costs reference counting: worth it for long lists only
+            for i in range(count):
+                out[at + i] = source[begin + i]
+        else:
+            out[at : at + count] = source[begin : begin + count]
     return out
 
 
@@ -304,6 +300,10 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
     """
     state_start, state_nodes = dfa[0], dfa[1]
     state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
+    transition_keys, transition_values, transition_bits = dfa[8], dfa[9], dfa[10]
+    transition_shift = np.uint64(64 - transition_bits)
+    transition_mask = (1 << transition_bits) - 1
+    vocabulary_size = trie[3]
     keys = key_offsets.shape[0] - 1
     nodes = mark.shape[0]
     live = np.empty(nodes, dtype=np.int32)
@@ -347,7 +347,18 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
             else:
                 if state_start[state + 1] == state_start[state]:
                     break  # the dead state: nothing can match any more
-                target, count = _transition(state, word, live, following, trie, dfa, meta, mark)
+                # hot: the warm path of `xroute bench engines` compiled match_many_ids
+                key = np.int64(state) * (vocabulary_size + 1) + (word + 1)
+                slot = _slot(key, transition_shift)
+                target = _EMPTY
+                while transition_keys[slot] != _EMPTY:
+                    if transition_keys[slot] == key:
+                        target = transition_values[slot]
+                        break
+                    slot = (slot + 1) & transition_mask
+                if target == _EMPTY:
+                    target, count = _build_transition(state, word, slot, live, following, trie,
+                                                      dfa, meta, mark)
                 if target == _EMPTY:  # no room: finish this key with the plain walk
                     live[:count] = following[:count]
                     plain = count

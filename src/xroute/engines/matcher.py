@@ -4,7 +4,7 @@ matching itself to an engine from the registry."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,7 @@ from xroute.engines.cache import RouteCache
 from xroute.errors import BindingNotFound, InvalidRoutingKey, UnknownEngine
 from xroute.keys import MAX_KEY_BYTES, check_pattern, check_routing_key, split_words
 
-DEFAULT_ENGINE = "trie"
+DEFAULT_ENGINE = "auto"
 
 
 class TopicMatcher:
@@ -46,7 +46,6 @@ class TopicMatcher:
         self._refs: dict[Hashable, int] = {}
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
-        self._ids_version = 0
         # An engine with a native batch path returns our ids directly (see match_many_ids).
         hook = getattr(self._engine, "use_destination_ids", None)
         if hook is not None:
@@ -168,13 +167,11 @@ class TopicMatcher:
                 else:
                     self._by_id[new_id] = destination
                 self._id_of[destination] = new_id
-                self._ids_version += 1
             return
         del self._refs[destination]
         old_id = self._id_of.pop(destination)
         self._by_id[old_id] = None
         self._free_ids.append(old_id)
-        self._ids_version += 1
 
     def _flatten(self, results: list[frozenset]) -> tuple[np.ndarray, np.ndarray]:
         offsets = np.zeros(len(results) + 1, dtype=np.int64)

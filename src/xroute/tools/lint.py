@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from xroute.definitions import _entries, _pick_vhost, load_definitions, read_definitions
+from xroute.definitions import load_definitions, pick_vhost, read_definitions, section_entries
 from xroute.errors import InvalidArguments, InvalidLintInput, XRouteError
 from xroute.exchanges.headers import X_MATCH, match_mode
 from xroute.headers import canonical
@@ -52,8 +52,8 @@ def lint_definitions(
     are reported as never matched.
     """
     defs = read_definitions(source)
-    chosen = _pick_vhost(defs, vhost)
-    raw = [e for e in _entries(defs, "bindings") if e.get("vhost", chosen) == chosen]
+    chosen = pick_vhost(defs, vhost)
+    raw = [e for e in section_entries(defs, "bindings") if e.get("vhost", chosen) == chosen]
     topology = load_definitions({**defs, "bindings": []}, vhost=chosen, engine=engine)
     findings = list(_bind_all(topology, raw))
     findings += lint_topology(topology, large_exchange=large_exchange)

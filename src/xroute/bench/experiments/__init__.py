@@ -14,13 +14,20 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from xroute.bench.experiments import anatomy, bitmaps, broker, multikey, topic_direct, trie_dfa
-from xroute.bench.experiments.common import SCALES, CheckFailed, Context, NoProgress, Progress
+from xroute.bench.experiments.common import (
+    SCALES,
+    CheckFailed,
+    Context,
+    NoProgress,
+    Progress,
+    quiet_gc,
+)
 from xroute.bench.experiments.machine import load_average, machine_info
 
 # In the order; 6 is the real RabbitMQ (the peers run inside every other experiment).
@@ -78,7 +85,7 @@ def run_suite(
     machine = machine_info()
     context = Context(scale=scale, progress=progress, ghz=machine["cpu_ghz"])
     results: dict[str, Any] = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": command,
         "scale": scale,
         "machine": machine,
@@ -88,12 +95,19 @@ def run_suite(
     for module in modules:
         progress.begin(f"{module.NUMBER}. {module.TITLE}", module.steps(scale))
         entry: dict[str, Any] = {
-            "number": module.NUMBER, "key": module.KEY, "title": module.TITLE,
-            "seed": module.SEED, "plot": plot_name(module),
+            "number": module.NUMBER,
+            "key": module.KEY,
+            "title": module.TITLE,
+            "seed": module.SEED,
+            "plot": plot_name(module),
         }
         clock = time.perf_counter()
         try:
-            entry.update(module.run(context))
+            # The collector stays off for the whole experiment (collected once on the way in):
+            # a full collection of a heap holding 100k bindings costs more than many of the
+            # loops it would interrupt, and the structures built here hold no cycles to leak.
+            with quiet_gc():
+                entry.update(module.run(context))
         except CheckFailed:
             raise
         except Exception as error:  # a broker that would not start must not lose the others
@@ -137,6 +151,14 @@ def _write_json(results: dict[str, Any], out: Path) -> Path:
 
 
 __all__ = [
-    "EXPERIMENTS", "REPORT_FILE", "RESULTS_FILE", "SCALES", "CheckFailed", "plot_name", "run_suite", "select",
-    "total_steps", "write_outputs",
+    "EXPERIMENTS",
+    "REPORT_FILE",
+    "RESULTS_FILE",
+    "SCALES",
+    "CheckFailed",
+    "plot_name",
+    "run_suite",
+    "select",
+    "total_steps",
+    "write_outputs",
 ]

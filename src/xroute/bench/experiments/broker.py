@@ -32,7 +32,10 @@ SEED = {
         "words (direct), all to one queue."
     ),
     "figures": [
-        ["RabbitMQ topic route/2, 10k bindings, 5-word keys", "about 2.7 ms on this machine class (FACTS.md)"],
+        [
+            "RabbitMQ topic route/2, 10k bindings, 5-word keys",
+            "about 2.7 ms on this machine class (FACTS.md)",
+        ],
     ],
 }
 SINK = "xroute.bench.sink"
@@ -72,7 +75,10 @@ def _workload(kind: str, size: int, messages: int) -> tuple[list[str], list[str]
     if kind == "topic":
         patterns = seed_patterns(size, seed=RNG_SEED + size)
         hits = seed_keys(patterns, messages - messages // 2, seed=RNG_SEED + 1)
-        misses = [".".join(random_word(rng) for _ in range(rng.randint(1, 8))) for _ in range(messages // 2)]
+        misses = [
+            ".".join(random_word(rng) for _ in range(rng.randint(1, 8)))
+            for _ in range(messages // 2)
+        ]
     else:
         patterns = [f"k{n}" for n in range(size)]
         hits = [f"k{rng.randrange(size)}" for _ in range(messages - messages // 2)]
@@ -108,9 +114,14 @@ def _measure(channel: Any, kind: str, patterns: list[str], keys: list[str]) -> d
     channel.queue_purge(SINK)
     channel.exchange_delete(exchange)
     return {
-        "exchange": kind, "bindings": len(patterns), "messages": len(keys),
-        "us_per_publish": per_message * 1e6, "bind_seconds": bind_seconds,
-        "queued": in_queue, "xroute_delivered": expected, "agrees": in_queue == expected,
+        "exchange": kind,
+        "bindings": len(patterns),
+        "messages": len(keys),
+        "us_per_publish": per_message * 1e6,
+        "bind_seconds": bind_seconds,
+        "queued": in_queue,
+        "xroute_delivered": expected,
+        "agrees": in_queue == expected,
         "xroute_us_per_route": xroute * 1e6,
     }
 
@@ -144,17 +155,23 @@ def _run(url: str, p: dict[str, Any], progress: Progress) -> dict[str, Any]:
                 progress.step(f"{kind}, {size:,} bindings: binding and publishing")
                 patterns, keys = _workload(kind, size, p["messages"])
                 row = _measure(channel, kind, patterns, keys)
-                row["routing_us_estimate"] = max(row["us_per_publish"] - floor["us_per_publish"], 0.0)
+                row["routing_us_estimate"] = max(
+                    row["us_per_publish"] - floor["us_per_publish"], 0.0
+                )
                 rows.append(row)
     finally:
         connection.close()
     return {
         "setup": {
-            "broker": f"RabbitMQ {version}, private node on 127.0.0.1, started and stopped by the harness",
-            "client": "py-amqp, one channel, publisher confirms, each publish waits for its confirm",
-            "messages": f"{p['messages']:,} per configuration, 120-byte body, half the keys made to match",
-            "topology": f"bindings all to one exclusive queue {SINK}; topic: seed mix, direct: distinct keys",
-            "floor": f"direct exchange with one binding: {floor['us_per_publish']:.1f} µs per confirmed publish",
+            "broker": f"RabbitMQ {version}, a private node on 127.0.0.1, started and stopped "
+            "by the harness",
+            "client": "py-amqp, one channel, each publish waits for its publisher confirm",
+            "messages": f"{p['messages']:,} per configuration, 120-byte body, half the keys "
+            "made to match",
+            "topology": f"bindings all to one exclusive queue {SINK}; topic: seed mix, "
+            "direct: distinct keys",
+            "floor": f"direct exchange with one binding: {floor['us_per_publish']:.1f} µs per "
+            "confirmed publish",
         },
         "version": version,
         "floor": floor,
@@ -168,12 +185,27 @@ def _run(url: str, p: dict[str, Any], progress: Progress) -> dict[str, Any]:
 def _table(rows: list[dict[str, Any]], floor: dict[str, Any]) -> dict:
     return table(
         "RabbitMQ, publish with confirm, against xroute's Topology.route on the same bindings",
-        ["exchange", "bindings", "µs per confirmed publish", "routing estimate µs",
-         "xroute µs per route", "queued", "xroute delivered", "agree"],
         [
-            [r["exchange"], r["bindings"], round(r["us_per_publish"], 1),
-             round(r.get("routing_us_estimate", 0.0), 1), round(r["xroute_us_per_route"], 2),
-             r["queued"], r["xroute_delivered"], "yes" if r["agrees"] else "NO"]
+            "exchange",
+            "bindings",
+            "µs per confirmed publish",
+            "routing estimate µs",
+            "xroute µs per route",
+            "queued",
+            "xroute delivered",
+            "agree",
+        ],
+        [
+            [
+                r["exchange"],
+                r["bindings"],
+                round(r["us_per_publish"], 1),
+                round(r.get("routing_us_estimate", 0.0), 1),
+                round(r["xroute_us_per_route"], 2),
+                r["queued"],
+                r["xroute_delivered"],
+                "yes" if r["agrees"] else "NO",
+            ]
             for r in [floor, *rows]
         ],
         "routing estimate: the publish time minus the one-binding direct floor.",
@@ -186,12 +218,18 @@ def _comparison(rows: list[dict[str, Any]]) -> dict:
     return table(
         "The seed beside ours",
         ["measure", "seed", "this run"],
-        [[
-            f"RabbitMQ topic routing, {biggest['bindings']:,} bindings" if biggest else "RabbitMQ topic",
-            SEED["figures"][0][1],
-            f"{biggest['routing_us_estimate']:.0f} µs (estimate); xroute "
-            f"{biggest['xroute_us_per_route']:.1f} µs" if biggest else None,
-        ]],
+        [
+            [
+                f"RabbitMQ topic routing, {biggest['bindings']:,} bindings"
+                if biggest
+                else "RabbitMQ topic",
+                SEED["figures"][0][1],
+                f"{biggest['routing_us_estimate']:.0f} µs (estimate); xroute "
+                f"{biggest['xroute_us_per_route']:.1f} µs"
+                if biggest
+                else None,
+            ]
+        ],
     )
 
 
@@ -203,9 +241,24 @@ def plot(result: dict[str, Any], path: str) -> None:
     rows = result["rows"]
     labels = [f"{r['exchange']} {r['bindings']:,}" for r in rows]
     positions = range(len(rows))
-    ax.bar([i - 0.2 for i in positions], [r["us_per_publish"] for r in rows], 0.4, label="RabbitMQ publish + confirm")
-    ax.bar([i + 0.2 for i in positions], [r["xroute_us_per_route"] for r in rows], 0.4, label="xroute Topology.route")
-    ax.axhline(result["floor"]["us_per_publish"], color="grey", linestyle="--", label="RabbitMQ floor (1 binding)")
+    ax.bar(
+        [i - 0.2 for i in positions],
+        [r["us_per_publish"] for r in rows],
+        0.4,
+        label="RabbitMQ publish + confirm",
+    )
+    ax.bar(
+        [i + 0.2 for i in positions],
+        [r["xroute_us_per_route"] for r in rows],
+        0.4,
+        label="xroute Topology.route",
+    )
+    ax.axhline(
+        result["floor"]["us_per_publish"],
+        color="grey",
+        linestyle="--",
+        label="RabbitMQ floor (1 binding)",
+    )
     ax.set_xticks(list(positions), labels)
     ax.set_yscale("log")
     ax.set_ylabel("µs per message (log)")

@@ -73,7 +73,9 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
-def check_same(what: str, keys: Sequence[Any], expected: Sequence[Any], actual: Sequence[Any]) -> int:
+def check_same(
+    what: str, keys: Sequence[Any], expected: Sequence[Any], actual: Sequence[Any]
+) -> int:
     """Raise `CheckFailed` at the first key whose answers differ; else the number checked."""
     for key, want, got in zip(keys, expected, actual, strict=True):
         if want != got:
@@ -88,9 +90,14 @@ def wrong_routes(expected: Sequence[frozenset], actual: Sequence[frozenset]) -> 
 
 @contextmanager
 def quiet_gc() -> Iterator[None]:
-    """Collect first, then keep the collector off while timing (as `timeit` does)."""
-    gc.collect()
+    """Collect first, then keep the collector off while timing (as `timeit` does).
+
+    Nested use collects only once, on the way in to the outermost: a full collection of a
+    large heap costs more than many small timed loops (wrap a series of them in one).
+    """
     was_on = gc.isenabled()
+    if was_on:
+        gc.collect()
     gc.disable()
     try:
         yield
@@ -168,7 +175,9 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
     return {"slope": slope, "intercept": intercept, "r2": 1 - residual / total if total else 1.0}
 
 
-def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> dict:
+def table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]], note: str = ""
+) -> dict:
     """A table for the report: plain lists, so it survives results.json as it is."""
     return {"title": title, "columns": list(columns), "rows": [list(r) for r in rows], "note": note}
 

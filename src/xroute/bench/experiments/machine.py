@@ -18,8 +18,17 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = (
-    "xroute", "numpy", "numba", "pyroaring", "pyarrow", "matplotlib", "rich", "click",
-    "kombu", "paho-mqtt", "amqp",
+    "xroute",
+    "numpy",
+    "numba",
+    "pyroaring",
+    "pyarrow",
+    "matplotlib",
+    "rich",
+    "click",
+    "kombu",
+    "paho-mqtt",
+    "amqp",
 )
 
 

@@ -13,9 +13,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from xroute.bench.experiments.common import Context, Progress, check_same, seconds_of, seconds_per_item, table
+from xroute.bench.experiments.common import (
+    Context,
+    check_same,
+    seconds_of,
+    seconds_per_item,
+    table,
+)
 from xroute.bench.experiments.peers import peer_rows
-from xroute.engines import ENGINES
+from xroute.engines import DEFAULT_ENGINE, ENGINES
 from xroute.topology import Topology
 
 NUMBER = 4
@@ -32,15 +38,30 @@ SEED = {
     ),
     "figures": [
         ["topic, 20k bindings", "higher time to delivery (graph; no numbers in the text)"],
-        ["direct, 40k bindings", "lower: 'significant difference in favour of the direct exchange'"],
+        [
+            "direct, 40k bindings",
+            "lower: 'significant difference in favour of the direct exchange'",
+        ],
     ],
 }
 USERS, RNG_SEED = 20_000, 4000
 DIRECT_KEYS = {"sent": "chat_msg_sent", "received": "chat_msg_recv"}
 
 PARAMETERS: dict[str, dict[str, Any]] = {
-    "full": {"users": USERS, "messages": 200_000, "check": 20_000, "reference_check": 200, "peer_keys": 300},
-    "quick": {"users": USERS, "messages": 20_000, "check": 2_000, "reference_check": 30, "peer_keys": 60},
+    "full": {
+        "users": USERS,
+        "messages": 200_000,
+        "check": 20_000,
+        "reference_check": 200,
+        "peer_keys": 300,
+    },
+    "quick": {
+        "users": USERS,
+        "messages": 20_000,
+        "check": 2_000,
+        "reference_check": 30,
+        "peer_keys": 60,
+    },
     "tiny": {"users": 500, "messages": 1_000, "check": 200, "reference_check": 10, "peer_keys": 10},
 }
 
@@ -80,7 +101,9 @@ def run(context: Context) -> dict[str, Any]:
     p = PARAMETERS[context.scale]
     progress = context.progress
     rng = random.Random(RNG_SEED)
-    events = [(rng.randrange(p["users"]), rng.choice(("sent", "received"))) for _ in range(p["messages"])]
+    events = [
+        (rng.randrange(p["users"]), rng.choice(("sent", "received"))) for _ in range(p["messages"])
+    ]
     topic_keys = [f"user_{n}.{kind}" for n, kind in events]
     direct_keys = [f"user_{n}.{DIRECT_KEYS[kind]}" for n, kind in events]
     expected = [frozenset({f"q.user_{n}"}) for n, _ in events]
@@ -88,49 +111,90 @@ def run(context: Context) -> dict[str, Any]:
 
     progress.step(f"direct exchange, {2 * p['users']:,} bindings")
     build, direct = seconds_of(lambda: direct_topology(p["users"]))
-    check_same("direct exchange", direct_keys[:check], expected[:check],
-               [direct.route("events", k) for k in direct_keys[:check]])
-    rows = [{
-        "name": "direct", "exchange": "direct", "bindings": 2 * p["users"], "build_seconds": build,
-        "us_per_message": seconds_per_item(lambda k: direct.route("events", k), direct_keys) * 1e6,
-    }]
+    check_same(
+        "direct exchange",
+        direct_keys[:check],
+        expected[:check],
+        [direct.route("events", k) for k in direct_keys[:check]],
+    )
+    rows = [
+        {
+            "name": "direct",
+            "exchange": "direct",
+            "bindings": 2 * p["users"],
+            "build_seconds": build,
+            "us_per_message": seconds_per_item(lambda k: direct.route("events", k), direct_keys)
+            * 1e6,
+        }
+    ]
 
     progress.step("topic exchange, reference engine answers")
     reference = topic_topology(p["users"], "reference")
     few = topic_keys[: p["reference_check"]]
-    check_same("topic exchange, reference engine", few, expected[: len(few)],
-               [reference.route("events", k) for k in few])
+    check_same(
+        "topic exchange, reference engine",
+        few,
+        expected[: len(few)],
+        [reference.route("events", k) for k in few],
+    )
     for engine in _engines():
         progress.step(f"topic exchange, {engine} engine")
         build, topic = seconds_of(lambda: topic_topology(p["users"], engine))
-        check_same(f"topic exchange, {engine} engine", topic_keys[:check], expected[:check],
-                   [topic.route("events", k) for k in topic_keys[:check]])
-        rows.append({
-            "name": f"topic ({engine})", "exchange": "topic", "bindings": p["users"],
-            "build_seconds": build,
-            "us_per_message": seconds_per_item(lambda k: topic.route("events", k), topic_keys) * 1e6,
-        })
+        check_same(
+            f"topic exchange, {engine} engine",
+            topic_keys[:check],
+            expected[:check],
+            [topic.route("events", k) for k in topic_keys[:check]],
+        )
+        rows.append(
+            {
+                "name": f"topic ({engine})",
+                "exchange": "topic",
+                "bindings": p["users"],
+                "build_seconds": build,
+                "us_per_message": seconds_per_item(lambda k: topic.route("events", k), topic_keys)
+                * 1e6,
+            }
+        )
 
     progress.step("peers")
     bound = [(f"user_{n}.*", f"q.user_{n}") for n in range(p["users"])]
     peer_keys = topic_keys[: p["peer_keys"]]
     for peer in peer_rows(bound, peer_keys, expected[: len(peer_keys)]):
-        rows.append({
-            "name": f"topic: {peer['peer']}", "exchange": "topic (peer)",
-            "bindings": peer["bindings"], "build_seconds": None,
-            "us_per_message": peer["us_per_route"], "wrong": peer["wrong"], "wrong_of": peer["keys"],
-        })
-    direct_bound = [(f"user_{n}.{s}", f"q.user_{n}") for n in range(p["users"]) for s in DIRECT_KEYS.values()]
-    for peer in peer_rows(direct_bound, direct_keys[: p["peer_keys"]], expected[: p["peer_keys"]], kind="direct"):
-        rows.append({
-            "name": f"direct: {peer['peer']}", "exchange": "direct (peer)",
-            "bindings": peer["bindings"], "build_seconds": None,
-            "us_per_message": peer["us_per_route"], "wrong": peer["wrong"], "wrong_of": peer["keys"],
-        })
+        rows.append(
+            {
+                "name": f"topic: {peer['peer']}",
+                "exchange": "topic (peer)",
+                "bindings": peer["bindings"],
+                "build_seconds": None,
+                "us_per_message": peer["us_per_route"],
+                "wrong": peer["wrong"],
+                "wrong_of": peer["keys"],
+            }
+        )
+    direct_bound = [
+        (f"user_{n}.{s}", f"q.user_{n}") for n in range(p["users"]) for s in DIRECT_KEYS.values()
+    ]
+    for peer in peer_rows(
+        direct_bound, direct_keys[: p["peer_keys"]], expected[: p["peer_keys"]], kind="direct"
+    ):
+        rows.append(
+            {
+                "name": f"direct: {peer['peer']}",
+                "exchange": "direct (peer)",
+                "bindings": peer["bindings"],
+                "build_seconds": None,
+                "us_per_message": peer["us_per_route"],
+                "wrong": peer["wrong"],
+                "wrong_of": peer["keys"],
+            }
+        )
 
     direct_us = rows[0]["us_per_message"]
     for row in rows:
-        row["times_direct"] = round(row["us_per_message"] / direct_us, 2) if row["us_per_message"] else None
+        row["times_direct"] = (
+            round(row["us_per_message"] / direct_us, 2) if row["us_per_message"] else None
+        )
     return {
         "setup": {
             "users": f"{p['users']:,}, one queue each",
@@ -156,10 +220,11 @@ def _table(rows: list[dict[str, Any]]) -> dict:
         ["exchange / matcher", "bindings", "µs per message", "× direct", "build s", "wrong routes"],
         [
             [
-                r["name"], r["bindings"],
-                round(r["us_per_message"], 3) if r["us_per_message"] else None,
+                r["name"],
+                r["bindings"],
+                r["us_per_message"],
                 r["times_direct"],
-                round(r["build_seconds"], 3) if r["build_seconds"] is not None else None,
+                r["build_seconds"],
                 f"{r['wrong']} of {r['wrong_of']}" if "wrong" in r else 0,
             ]
             for r in rows
@@ -169,19 +234,36 @@ def _table(rows: list[dict[str, Any]]) -> dict:
 
 def _comparison(rows: list[dict[str, Any]]) -> dict:
     direct = rows[0]
-    default = next(r for r in rows if r["exchange"] == "topic")
+    default = next(r for r in rows if r["name"] == f"topic ({DEFAULT_ENGINE})")
     topics = [r for r in rows if r["exchange"] == "topic"]
     best = min(topics, key=lambda r: r["us_per_message"])
     return table(
         "The seed beside ours",
-        ["measure", "seed (RabbitMQ, time to delivery under load)", "xroute (this run, routing only)"],
         [
-            ["direct, 40k bindings", SEED["figures"][1][1], f"{direct['us_per_message']:.2f} µs per message"],
-            ["topic, 20k bindings", SEED["figures"][0][1],
-             f"{default['us_per_message']:.2f} µs ({default['name']}), best "
-             f"{best['us_per_message']:.2f} µs ({best['name']})"],
-            ["topic / direct", "direct clearly better",
-             f"{default['times_direct']} ({default['name']}), {best['times_direct']} ({best['name']})"],
+            "measure",
+            "seed (RabbitMQ, time to delivery under load)",
+            "xroute (this run, routing only)",
+        ],
+        [
+            [
+                "direct, 40k bindings",
+                SEED["figures"][1][1],
+                f"{direct['us_per_message']:.2f} µs per message",
+            ],
+            [
+                "topic, 20k bindings",
+                SEED["figures"][0][1],
+                (
+                    f"{default['us_per_message']:.2f} µs ({default['name']}), best "
+                    f"{best['us_per_message']:.2f} µs ({best['name']})"
+                ),
+            ],
+            [
+                "topic / direct",
+                "direct clearly better",
+                f"{default['times_direct']} ({default['name']}), "
+                f"{best['times_direct']} ({best['name']})",
+            ],
         ],
     )
 
@@ -194,7 +276,8 @@ def plot(result: dict[str, Any], path: str) -> None:
     rows = [r for r in result["rows"] if r["us_per_message"]]
     colours = {"direct": "tab:green", "topic": "tab:blue"}
     ax.barh(
-        [r["name"] for r in rows], [r["us_per_message"] for r in rows],
+        [r["name"] for r in rows],
+        [r["us_per_message"] for r in rows],
         color=[colours.get(r["exchange"], "tab:orange") for r in rows],
     )
     ax.set_xscale("log")

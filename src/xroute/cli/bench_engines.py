@@ -1,0 +1,80 @@
+"""``xroute bench engines``: xroute's topic engines beside kombu, regexes and paho-mqtt; writes
+results.json and PNG plots."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from xroute.cli.bench import bench
+
+EXIT_CHECK_FAILED = 1
+
+
+def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int] | None:
+    if not value:
+        return None
+    try:
+        sizes = [int(part.replace("_", "")) for part in value.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{value!r} is not a list of binding counts like 1000,10000")
+    return sizes
+
+
+@bench.command("engines")
+@click.option("--sizes", callback=_sizes, metavar="N,...",
+              help="Binding counts [default: 1000,10000,100000; --full adds 1000000].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("bench-results/engines"), show_default=True,
+              help="Folder for results.json and the PNG plots.")
+@click.option("--quick", is_flag=True, help="Few keys and small batches (a minute): to try it.")
+@click.option("--full", is_flag=True, help="Also 1,000,000 bindings (long; several GB).")
+@click.option("--engines", "engine_list", metavar="NAME,...",
+              help="Engines to measure; NAME+cache adds the route cache [default: all].")
+def engines(sizes: list[int] | None, out: Path, quick: bool, full: bool,
+            engine_list: str | None) -> None:
+    """Time every topic engine and the Python peers on the seed workload.
+
+    Every answer is checked against the reference engine before it is timed; peers' wrong
+    routes are counted. Writes OUT/results.json and OUT/*.png.
+    """
+    from xroute.bench.engines import DEFAULT_SIZES, FULL_SIZES, CheckFailed, Settings, run
+    from xroute.bench.plots import write_plots
+
+    chosen = sizes or (FULL_SIZES if full else (DEFAULT_SIZES[:2] if quick else DEFAULT_SIZES))
+    settings = Settings.quick(chosen) if quick else Settings(sizes=chosen)
+    if engine_list:
+        settings.engines = [name.strip() for name in engine_list.split(",") if name.strip()]
+    command = " ".join(
+        ["xroute bench engines", f"--out {shlex.quote(str(out))}"]
+        + ([f"--sizes {','.join(map(str, sizes))}"] if sizes else [])
+        + (["--quick"] if quick else []) + (["--full"] if full else [])
+        + ([f"--engines {shlex.quote(engine_list)}"] if engine_list else [])
+    )
+    began = time.perf_counter()
+
+    def report(line: str) -> None:
+        click.echo(f"[{time.perf_counter() - began:7.1f} s] {line}", err=True)
+
+    try:
+        results = run(settings, report, command=command)
+    except CheckFailed as error:
+        click.echo(f"xroute: a check failed before timing (a bug, not a result): {error}", err=True)
+        sys.exit(EXIT_CHECK_FAILED)
+    results["meta"]["seconds"] = round(time.perf_counter() - began, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    plots = write_plots(results, out)
+    for target in results["targets"]:
+        mark = {True: "met", False: "NOT met", None: "-"}[target["met"]]
+        value = target["measured"]
+        shown = f"{value:,.3f}" if isinstance(value, float) else f"{value:,}"
+        click.echo(f"{target['target']:<58} {target['goal']:<22} {shown:>14}  {mark}")
+    click.echo(f"wrote {out / 'results.json'} and {len(plots)} plots")

@@ -1,0 +1,202 @@
+"""One way to start Spark, for the job and the tests alike: Java checked first, quiet logs,
+the venv's Python on both sides, loopback only, and the package shipped to remote executors."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from xroute.errors import JavaUnavailable
+
+MIN_JAVA = 17  # Spark 4 runs on Java 17 and later
+INSTALL_HINT = "install one with: apt-get install openjdk-17-jre-headless"
+# Arrow batches handed to the routing function: large enough that per-batch costs vanish,
+# small enough that a batch and its deliveries stay a few tens of MB.
+ARROW_BATCH_ROWS = 65536
+# Spark's own messages go to this file (in the temp folder) rather than to the terminal.
+LOG_NAME = "xroute-spark.log"
+_LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+"""
+
+
+def java_version(java: str) -> int:
+    """The major version of the ``java`` executable at this path (8 for ``1.8.0_x``)."""
+    try:
+        result = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except OSError as error:
+        raise JavaUnavailable(f"cannot run Java at {java!r} ({error}); {INSTALL_HINT}", java) from None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if not found:
+        raise JavaUnavailable(
+            f"cannot tell the version of Java at {java!r} from: "
+            f"{(result.stderr or result.stdout).strip()[:200]!r}; {INSTALL_HINT}",
+            java,
+        )
+    major, minor = int(found.group(1)), int(found.group(2) or 0)
+    return minor if major == 1 else major
+
+
+def find_java(environ: Mapping[str, str] | None = None) -> str:
+    """The Java that Spark would use (``$JAVA_HOME/bin/java``, else ``java`` on PATH), checked
+    to be version 17 or later; `JavaUnavailable` naming what was found otherwise."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("JAVA_HOME")
+    if home:
+        java = str(Path(home) / "bin" / "java")
+        if not os.access(java, os.X_OK):
+            raise JavaUnavailable(
+                f"JAVA_HOME is {home!r} but {java!r} is not an executable Java; fix JAVA_HOME "
+                f"or {INSTALL_HINT}",
+                java,
+            )
+    else:
+        found = shutil.which("java", path=environ.get("PATH", ""))
+        if found is None:
+            raise JavaUnavailable(
+                f"Spark needs Java {MIN_JAVA} or later and none was found (no JAVA_HOME, no "
+                f"'java' on PATH); {INSTALL_HINT}"
+            )
+        java = found
+    version = java_version(java)
+    if version < MIN_JAVA:
+        raise JavaUnavailable(
+            f"Spark needs Java {MIN_JAVA} or later; {java!r} is Java {version}; {INSTALL_HINT}",
+            java,
+        )
+    return java
+
+
+def spark_environment(master: str | None = None) -> None:
+    """Set the environment the driver and its Python workers need, unless the user set it.
+
+    Spark binds to loopback for a local master or one on this machine; for a remote master it
+    keeps its own choice of address, which the executors must be able to reach.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master is None or _is_local(master) or _on_loopback(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # numba caches compiled kernels beside their source by default, which executors may not
+    # be allowed to write.
+    os.environ.setdefault(
+        "NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"xroute-numba-{os.getuid()}")
+    )
+
+
+def log_path() -> Path:
+    """Where Spark's own log goes (one file per user, rewritten by each session)."""
+    return Path(tempfile.gettempdir()) / f"{os.getuid()}-{LOG_NAME}"
+
+
+def start_spark(
+    master: str | None = None,
+    app_name: str = "xroute",
+    config: Mapping[str, Any] | None = None,
+) -> Any:
+    """A SparkSession: ``local[*]`` unless ``master`` is given (or spark-submit chose one).
+
+    Spark's own output goes to `log_path` rather than the terminal. For a non-local master the
+    xroute package is zipped and shipped to the executors.
+    """
+    running = _active_session()
+    if running is not None:
+        return running
+    spark_environment(master)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started the JVM
+    if not under_submit:
+        find_java()
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    log = log_path()
+    properties = log.with_suffix(".properties")
+    properties.write_text(_LOG4J.format(path=log))
+    conf = SparkConf().setAppName(app_name)
+    if master is not None or not under_submit:
+        conf.setMaster(master or "local[*]")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{properties}",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
+        "spark.executorEnv.NUMBA_CACHE_DIR": os.environ["NUMBA_CACHE_DIR"],
+        **{key: str(value) for key, value in (config or {}).items()},
+    }
+    for key, value in settings.items():
+        conf.set(key, value)
+    if under_submit:
+        session = SparkSession.builder.config(conf=conf).getOrCreate()
+    else:
+        from pyspark.java_gateway import launch_gateway
+
+        with log.open("wb") as sink:
+            # The JVM's own stdout/stderr (before log4j is up, and the JVM's warnings) go to
+            # the log as well: the terminal stays clean.
+            try:
+                gateway = launch_gateway(conf, popen_kwargs={"stdout": sink, "stderr": sink})
+            except Exception as error:
+                raise JavaUnavailable(
+                    f"Spark could not start ({error}); see {log}: {_tail(log)}"
+                ) from None
+        context = SparkContext(conf=conf, gateway=gateway)
+        session = SparkSession(context)
+    if not _is_local(session.sparkContext.master):
+        session.sparkContext.addPyFile(str(package_zip()))
+    return session
+
+
+def _active_session() -> Any:
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def _is_local(master: str) -> bool:
+    return master == "local" or master.startswith("local[")
+
+
+def _on_loopback(master: str) -> bool:
+    return bool(re.match(r"^spark://(127\.0\.0\.1|localhost)(:\d+)?$", master))
+
+
+def package_zip() -> Path:
+    """The xroute package as a zip for ``addPyFile``, rebuilt when the source is newer."""
+    import xroute
+
+    source = Path(xroute.__file__).parent
+    target = Path(tempfile.gettempdir()) / f"xroute-{os.getuid()}-{os.getpid()}.zip"
+    files = [p for p in sorted(source.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, Path("xroute") / path.relative_to(source))
+    return target
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,268 @@
+"""The routing step of the pipeline, pure: an Arrow RecordBatch of messages in, its deliveries,
+unroutable and rejected records out, with the counts the summary needs.
+
+Routing is `xroute.batch.BatchRouter` (equal to `Topology.route_message`, message by message);
+a record it cannot route is rejected with the library's own error as its reason. Every input
+row ends in exactly one of: delivered (one delivery row per queue), unroutable, rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from xroute.batch import BatchRouter, check_key
+from xroute.errors import DatasetError, InvalidHeaders, UnknownExchange, XRouteError
+from xroute.pipeline.io import (
+    CORRUPT,
+    EXCHANGE,
+    FILE_COLUMN,
+    HEADERS,
+    KEY,
+    MESSAGE_ID,
+    QUEUE,
+    REASON,
+    ROW_COLUMN,
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What routing a batch needs besides the topology: small, and shipped to every worker."""
+
+    columns: tuple[str, ...]  # the dataset's own columns, in order
+    default_exchange: str | None = None
+    keep_columns: tuple[str, ...] = ()
+    root: str = ""  # stripped from file URIs to make generated message ids
+
+    @property
+    def record_columns(self) -> list[str]:
+        """The columns of an unroutable or rejected record: message_id, exchange, the rest."""
+        rest = [c for c in self.columns if c not in (MESSAGE_ID, EXCHANGE)]
+        return [MESSAGE_ID, EXCHANGE, *rest]
+
+
+@dataclass
+class Routed:
+    """One batch, routed."""
+
+    deliveries: pa.RecordBatch
+    unroutable: pa.RecordBatch
+    rejected: pa.RecordBatch
+    input: int
+    delivered: int  # messages with at least one delivery
+    queue_counts: np.ndarray  # deliveries per queue, as BatchRouter.queues
+    hits: np.ndarray  # messages per binding, as BatchRouter.bindings
+    errors: Counter = field(default_factory=Counter)  # rejected records per error type
+
+
+def route_batch(
+    router: BatchRouter, batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None = None
+) -> Routed:
+    """Route every record of ``batch``; see the module docstring.
+
+    ``rows_seen`` counts the rows read so far per file, for text formats whose rows Spark does
+    not number (the caller keeps it across the batches of one task).
+    """
+    size = batch.num_rows
+    names = batch.schema.names
+    message_ids = _message_ids(batch, plan, rows_seen)
+    exchanges = _exchanges(batch, plan, size)
+    # Faults found before routing; when a record has several, the one route_message would
+    # raise first wins: the exchange, then the key, then the headers.
+    errors: dict[int, XRouteError] = {}
+    unread: dict[int, XRouteError] = {}  # records whose text or headers JSON does not parse
+    if CORRUPT in names:
+        for i in _flat(pc.is_valid(batch.column(CORRUPT))):
+            text = batch.column(CORRUPT)[i].as_py()
+            unread[i] = DatasetError(f"the record is not valid JSON: {text[:80]!r}", text)
+    headers = _headers(batch.column(HEADERS), unread) if HEADERS in names else None
+    keys = batch.column(KEY)
+    hits = np.zeros(len(router.bindings), dtype=np.int64)
+    found_rows: list[np.ndarray] = []
+    found_queues: list[np.ndarray] = []
+    unroutable: list[np.ndarray] = []
+    for exchange, rows in _groups(exchanges, errors):
+        try:
+            router.route(exchange, [])  # the exchange itself: unknown, or internal
+        except XRouteError as error:
+            errors.update((r, error) for r in rows.tolist())
+            continue
+        if unread:
+            bad = np.array([r in unread for r in rows.tolist()], dtype=bool)
+            for r in rows[bad].tolist():
+                try:
+                    check_key(keys[r].as_py())
+                    errors[r] = unread[r]
+                except XRouteError as error:
+                    errors[r] = error
+            rows = rows[~bad]
+        if not len(rows):
+            continue
+        routes = router.route(
+            exchange,
+            keys if len(rows) == size else keys.take(rows),
+            None if headers is None else [headers[r] for r in rows.tolist()],
+        )
+        for local, error in routes.errors.items():
+            errors[int(rows[local])] = error
+        counts = routes.counts()
+        hits += routes.hits
+        found_rows.append(np.repeat(rows, counts))
+        found_queues.append(routes.queue_ids)
+        nowhere = counts == 0
+        if routes.errors:
+            nowhere[list(routes.errors)] = False
+        unroutable.append(rows[nowhere])
+    delivery_rows = _concat(found_rows, np.int64)
+    queue_ids = _concat(found_queues, np.int32)
+    order = np.argsort(delivery_rows, kind="stable")
+    delivery_rows, queue_ids = delivery_rows[order], queue_ids[order]
+    rejected_rows = np.array(sorted(errors), dtype=np.int64)
+    records = _records(batch, plan, message_ids, exchanges)
+    reasons = pa.array([f"{type(errors[r]).__name__}: {errors[r]}" for r in rejected_rows.tolist()], pa.string())
+    return Routed(
+        deliveries=pa.RecordBatch.from_arrays(
+            [
+                message_ids.take(delivery_rows),
+                pa.array(router.queues, pa.string()).take(queue_ids),
+                *[batch.column(c).take(delivery_rows) for c in plan.keep_columns],
+            ],
+            names=[MESSAGE_ID, QUEUE, *plan.keep_columns],
+        ),
+        unroutable=records.take(_concat(unroutable, np.int64)),
+        rejected=_with_column(records.take(rejected_rows), REASON, reasons),
+        input=size,
+        delivered=int(np.count_nonzero(np.diff(delivery_rows)) + 1) if len(delivery_rows) else 0,
+        queue_counts=np.bincount(queue_ids, minlength=len(router.queues)),
+        hits=hits,
+        errors=Counter(type(errors[r]).__name__ for r in rejected_rows.tolist()),
+    )
+
+
+# ---------------------------------------------------------------------- the columns
+
+
+def _message_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None) -> pa.Array:
+    """The message_id column as text; a record without one is named ``file:row``."""
+    given = batch.column(MESSAGE_ID).cast(pa.string()) if MESSAGE_ID in plan.columns else None
+    if given is not None and given.null_count == 0:
+        return given
+    made = _generated_ids(batch, plan, rows_seen)
+    return made if given is None else pc.if_else(pc.is_valid(given), given, made)
+
+
+def _generated_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None) -> pa.Array:
+    files = batch.column(FILE_COLUMN)
+    rows = batch.column(ROW_COLUMN)
+    if rows.null_count:
+        # Text formats: each file is read whole and in order by one task, so counting the
+        # rows of each file as they pass numbers them as the file does.
+        if rows_seen is None:
+            rows_seen = {}
+        numbers = np.empty(batch.num_rows, dtype=np.int64)
+        for i, path in enumerate(files.to_pylist()):
+            numbers[i] = rows_seen.get(path, 0)
+            rows_seen[path] = numbers[i] + 1
+        rows = pa.array(numbers)
+    encoded = files.dictionary_encode()
+    names = pa.array(
+        [_relative(path, plan.root) for path in encoded.dictionary.to_pylist()], pa.string()
+    )
+    return pc.binary_join_element_wise(
+        names.take(encoded.indices), rows.cast(pa.string()), ":"
+    )
+
+
+def _relative(uri: str, root: str) -> str:
+    prefix = root.rstrip("/") + "/"
+    return uri[len(prefix) :] if uri.startswith(prefix) else uri.rsplit("/", 1)[-1]
+
+
+def _exchanges(batch: pa.RecordBatch, plan: Plan, size: int) -> pa.Array:
+    """The exchange each record is published to: its own, else ``--exchange``."""
+    if EXCHANGE in plan.columns:
+        column = batch.column(EXCHANGE)
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            column = column.cast(pa.string())
+        if plan.default_exchange is not None and column.null_count:
+            column = column.fill_null(plan.default_exchange)
+        return column
+    return pa.array([plan.default_exchange] * size, pa.string())
+
+
+def _groups(exchanges: pa.Array, errors: dict[int, XRouteError]) -> list[tuple[str, np.ndarray]]:
+    """(exchange, rows) for each exchange named in the batch; a null exchange is refused."""
+    encoded = exchanges.dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    groups = []
+    if encoded.indices.null_count:
+        missing = np.flatnonzero(pc.is_null(encoded.indices).to_numpy(zero_copy_only=False))
+        for r in missing.tolist():
+            errors[r] = UnknownExchange(None, "the record names no exchange and no --exchange was given")
+        codes = np.where(pc.is_null(encoded.indices).to_numpy(zero_copy_only=False), -1, codes)
+    names = encoded.dictionary.to_pylist()
+    if len(names) == 1:
+        rows = np.flatnonzero(codes == 0) if encoded.indices.null_count else np.arange(len(codes))
+        return [(names[0], rows)]
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    for code, name in enumerate(names):
+        groups.append((name, np.sort(order[bounds[code] : bounds[code + 1]])))
+    return groups
+
+
+def _headers(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
+    """Each record's headers as a dict (None when absent); bad JSON is refused here.
+
+    Records with the same headers text share one parsed dict (the router reads, never
+    writes, them), so each distinct text is parsed and checked once.
+    """
+    if pa.types.is_map(column.type):
+        return [dict(v) if v is not None else None for v in column.to_pylist()]
+    encoded = column.dictionary_encode()
+    parsed: list[Any] = []
+    refused: dict[int, XRouteError] = {}
+    for code, text in enumerate(encoded.dictionary.to_pylist()):
+        try:
+            parsed.append(json.loads(text))
+        except ValueError as error:
+            parsed.append(None)
+            refused[code] = InvalidHeaders(
+                f"headers are not valid JSON ({error}): {text[:80]!r}", HEADERS, text
+            )
+    codes = encoded.indices.to_pylist()
+    if refused:
+        errors.update((i, refused[c]) for i, c in enumerate(codes) if c in refused)
+    return [None if c is None else parsed[c] for c in codes]
+
+
+def _records(
+    batch: pa.RecordBatch, plan: Plan, message_ids: pa.Array, exchanges: pa.Array
+) -> pa.RecordBatch:
+    """The batch as unroutable/rejected records: message_id, exchange, then the rest."""
+    arrays, names = [message_ids], [MESSAGE_ID]
+    arrays.append(batch.column(EXCHANGE) if EXCHANGE in plan.columns else exchanges)
+    names.append(EXCHANGE)
+    for name in plan.record_columns[2:]:
+        arrays.append(batch.column(name))
+        names.append(name)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _with_column(batch: pa.RecordBatch, name: str, values: pa.Array) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([*batch.columns, values], names=[*batch.schema.names, name])
+
+
+def _flat(mask: Any) -> list[int]:
+    return np.flatnonzero(mask.to_numpy(zero_copy_only=False)).tolist()
+
+
+def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)

@@ -1,0 +1,18 @@
+"""One SparkSession for the whole run (local[2]): starting one costs 5 to 15 seconds."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The shared SparkSession, started by the job's own `start_spark`."""
+    os.environ.setdefault("SPARK_TESTING", "1")
+    from xroute.pipeline.spark import start_spark
+
+    session = start_spark("local[2]", app_name="xroute-tests")
+    yield session
+    session.stop()

@@ -1,0 +1,395 @@
+"""The fast engines (dfa, bitmap, compiled, auto), the route cache and the batch API
+(`TopicMatcher.match_many_ids`), each checked against the `reference` engine."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xroute import InvalidRoutingKey, TopicMatcher
+from xroute.bench.workload import seed_keys, seed_patterns
+from xroute.engines import DEFAULT_ENGINE, auto, compiled
+from xroute.engines.bitmap import BitmapEngine
+from xroute.engines.cache import ROUTE_CACHE_MAX, RouteCache
+from xroute.engines.dfa import DfaEngine
+from xroute.engines.reference import ReferenceEngine
+from xroute.keys import split_words
+from tests.strategies import bindings, keys
+
+# Keys that stress the splitting of the batch kernel: empty words everywhere, multi-byte
+# UTF-8, literal wildcards, a key of 255 bytes.
+AWKWARD_KEYS = ["", ".", "..", "a.", ".a", "a..b", "é.ü", "日本.語", "*", "#", "a.*.#", "a" * 255]
+AWKWARD_PATTERNS = ["#", "*", "", "*.*", "a.#", "#.a", "é.*", "日本.#", "a..b", "#.#", ".", "*.#.*"]
+
+
+def decode(matcher: TopicMatcher, offsets: np.ndarray, ids: np.ndarray) -> list[frozenset]:
+    names = matcher.destinations()
+    return [
+        frozenset(names[j] for j in ids[offsets[i] : offsets[i + 1]])
+        for i in range(len(offsets) - 1)
+    ]
+
+
+def pair(engine: str, patterns: list[str], **options) -> tuple[TopicMatcher, TopicMatcher]:
+    actual, expected = TopicMatcher(engine=engine, **options), TopicMatcher("reference")
+    for i, pattern in enumerate(patterns):
+        actual.add(pattern, f"q{i % 7}")
+        expected.add(pattern, f"q{i % 7}")
+    return actual, expected
+
+
+def test_auto_is_the_default_engine():
+    assert DEFAULT_ENGINE == "auto"
+    assert TopicMatcher().engine == "auto"
+
+
+# -- match_many_ids: the batch API, every engine, cache on and off ------------------------
+
+
+def test_batch_ids_layout(engine):
+    matcher, expected = pair(engine, AWKWARD_PATTERNS)
+    offsets, ids = matcher.match_many_ids(AWKWARD_KEYS)
+    assert offsets.dtype == np.int64 and ids.dtype == np.int32
+    assert len(offsets) == len(AWKWARD_KEYS) + 1 and offsets[0] == 0 and offsets[-1] == len(ids)
+    assert np.all(np.diff(offsets) >= 0)
+    for i in range(len(AWKWARD_KEYS)):
+        chunk = ids[offsets[i] : offsets[i + 1]].tolist()
+        assert len(chunk) == len(set(chunk)), f"repeated ids for {AWKWARD_KEYS[i]!r}"
+    assert decode(matcher, offsets, ids) == expected.match_many(AWKWARD_KEYS)
+
+
+def test_batch_ids_of_no_keys(engine):
+    matcher, _ = pair(engine, ["a.#"])
+    for empty in ([], pa.array([], type=pa.string()), pa.array([], type=pa.large_string())):
+        offsets, ids = matcher.match_many_ids(empty)
+        assert offsets.tolist() == [0] and offsets.dtype == np.int64
+        assert len(ids) == 0 and ids.dtype == np.int32
+
+
+def test_batch_ids_from_arrow_equal_the_list(engine):
+    matcher, expected = pair(engine, AWKWARD_PATTERNS)
+    want = expected.match_many(AWKWARD_KEYS)
+    inputs = [
+        pa.array(AWKWARD_KEYS, type=pa.string()),
+        pa.array(AWKWARD_KEYS, type=pa.large_string()),
+        pa.chunked_array([AWKWARD_KEYS[:5], AWKWARD_KEYS[5:]], type=pa.string()),
+        pa.array(["skip"] + AWKWARD_KEYS + ["skip"]).slice(1, len(AWKWARD_KEYS)),
+    ]
+    for keys_in in inputs:
+        assert decode(matcher, *matcher.match_many_ids(keys_in)) == want, keys_in.type
+
+
+@pytest.mark.parametrize(
+    "bad,named",
+    [
+        (["ok", None], None),
+        (["ok", "x" * 256], "x" * 256),
+        (pa.array(["ok", None]), None),
+        (pa.array(["ok", "é" * 128]), "é" * 128),
+        (pa.array([1, 2]), None),
+    ],
+    ids=["list-none", "list-long", "arrow-null", "arrow-long", "arrow-ints"],
+)
+def test_batch_ids_validate_every_key(engine, bad, named):
+    matcher, _ = pair(engine, ["#"])
+    with pytest.raises(InvalidRoutingKey) as caught:
+        matcher.match_many_ids(bad)
+    if named is not None:
+        assert caught.value.key == named
+
+
+def test_destination_ids_stay_stable_while_bound(engine):
+    matcher = TopicMatcher(engine=engine)
+    matcher.add("a.*", "q1")
+    matcher.add("#.b", "q2")
+    matcher.add("a.b", "q3")
+    before = matcher.destinations()
+    matcher.add("x", "q4")
+    matcher.remove("a.b", "q3")
+    after = matcher.destinations()
+    assert after.index("q1") == before.index("q1") and after.index("q2") == before.index("q2")
+    assert "q3" not in after and after[before.index("q3")] in (None, "q4")
+    matcher.add("c", "q5")
+    assert None not in matcher.destinations()  # a freed id is reused
+    offsets, ids = matcher.match_many_ids(["a.b", "x", "c", "zz"])
+    assert decode(matcher, offsets, ids) == [{"q1", "q2"}, {"q4"}, {"q5"}, set()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(pairs=bindings, probe=st.lists(keys, max_size=12), removed=st.integers(0, 30))
+def test_batch_ids_equal_reference(engine, pairs, probe, removed):
+    matcher, expected = TopicMatcher(engine=engine), TopicMatcher("reference")
+    for pattern, destination in pairs:
+        matcher.add(pattern, destination)
+        expected.add(pattern, destination)
+    if pairs:
+        pattern, destination = pairs[removed % len(pairs)]
+        matcher.remove(pattern, destination)
+        expected.remove(pattern, destination)
+    assert decode(matcher, *matcher.match_many_ids(probe)) == expected.match_many(probe)
+
+
+# -- the route cache ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["reference", "trie", "dfa", "bitmap", "compiled", "auto"])
+def test_route_cache_counts_hits_and_misses(name):
+    matcher = TopicMatcher(engine=name, cache=True)
+    matcher.add("a.*", "q1")
+    assert matcher.match("a.b") == {"q1"}
+    assert matcher.match("a.b") == {"q1"}
+    assert matcher.match("c") == set()
+    figures = matcher.stats()
+    assert (figures["cache_hits"], figures["cache_misses"], figures["cache_entries"]) == (1, 2, 2)
+    assert figures["cache_hit_rate"] == pytest.approx(1 / 3)
+    assert "cache_hits" not in TopicMatcher(engine=name, cache=False).stats()
+
+
+def test_route_cache_add_updates_only_the_keys_it_matches():
+    matcher = TopicMatcher(engine="trie", cache=True)
+    matcher.add("a.*", "q1")
+    matcher.add("x.y", "q2")
+    for key in ("a.b", "x.y", "a.c"):
+        matcher.match(key)
+    matcher.add("#.b", "q3")
+    figures = matcher.stats()
+    assert figures["cache_invalidations"] == 1  # only a.b changed; x.y and a.c untouched
+    assert matcher.match("a.b") == {"q1", "q3"}
+    assert matcher.match("x.y") == {"q2"}
+    assert matcher.stats()["cache_misses"] == figures["cache_misses"]  # both were hits
+
+
+def test_route_cache_remove_drops_only_the_keys_it_matched():
+    matcher = TopicMatcher(engine="trie", cache=True)
+    matcher.add("a.*", "q1")
+    matcher.add("a.b", "q1")  # a second path to the same destination
+    matcher.add("x.y", "q2")
+    for key in ("a.b", "a.c", "x.y"):
+        matcher.match(key)
+    misses = matcher.stats()["cache_misses"]
+    matcher.remove("a.*", "q1")
+    assert matcher.match("x.y") == {"q2"}  # untouched: a hit
+    assert matcher.stats()["cache_misses"] == misses
+    assert matcher.match("a.b") == {"q1"}  # dropped, recomputed: still q1 through a.b
+    assert matcher.match("a.c") == set()
+    assert matcher.stats()["cache_misses"] == misses + 2
+
+
+def test_route_cache_is_bounded():
+    matcher = TopicMatcher(engine="trie", cache=True)
+    matcher.add("#", "q")
+    for i in range(3 * ROUTE_CACHE_MAX):
+        assert matcher.match(f"k.{i}") == {"q"}
+        assert matcher.stats()["cache_entries"] <= ROUTE_CACHE_MAX
+    assert matcher.stats()["cache_evictions"] > 0
+
+
+def test_route_cache_unit():
+    cache = RouteCache(max_size=4, sweep_to=1)
+    for i in range(4):
+        cache.put(f"k{i}", frozenset({i}))
+    assert cache.get("k0") == {0} and len(cache) == 4
+    cache.put("k4", frozenset())
+    assert len(cache) == 2 and cache.get("k0") is None and cache.get("k4") == frozenset()
+    cache.added(split_words("k4"), "new")
+    assert cache.get("k4") == {"new"}
+    cache.removed(split_words("#"), "new")
+    assert cache.get("k4") is None
+    with pytest.raises(ValueError):
+        RouteCache(max_size=4, sweep_to=4)
+
+
+# -- dfa ----------------------------------------------------------------------------------
+
+
+def equal_to_reference(engine, pairs, probe) -> None:
+    reference = ReferenceEngine()
+    for words, destination in pairs:
+        reference.add(words, destination)
+    for key in probe:
+        assert engine.match(key) == reference.match(key), key
+
+
+def test_dfa_memory_stays_under_its_caps_with_many_distinct_keys():
+    patterns = seed_patterns(300, seed=3)
+    pairs = [(split_words(p), i) for i, p in enumerate(patterns)]
+    engine = DfaEngine(max_states=64, max_cells=4000)
+    for words, destination in pairs:
+        engine.add(words, destination)
+    probe = seed_keys(patterns, 1500, seed=4)
+    reference = ReferenceEngine()
+    for words, destination in pairs:
+        reference.add(words, destination)
+    for key in probe:
+        assert engine.match(key) == reference.match(key), key
+        figures = engine.stats()
+        assert figures["dfa_states"] <= 64 and figures["dfa_cells"] <= 4000 + 300
+    assert engine.stats()["dfa_resets"] > 0
+
+
+def test_dfa_warm_key_builds_nothing():
+    engine = DfaEngine()
+    for i, pattern in enumerate(("a.*.c", "#.c", "a.#")):
+        engine.add(split_words(pattern), i)
+    engine.match("a.b.c")
+    built = engine.stats()["dfa_states_built"]
+    assert engine.match("a.b.c") == {0, 1, 2}
+    assert engine.match("a.zz.c") == {0, 1, 2}  # another unknown word: the shared transition
+    assert engine.stats()["dfa_states_built"] == built
+
+
+def test_dfa_binding_change_keeps_unrelated_states():
+    engine = DfaEngine()
+    engine.add(split_words("a.b"), "q1")
+    engine.add(split_words("x.y.z"), "q2")
+    assert engine.match("x.y.z") == {"q2"}
+    assert engine.match("a.b") == {"q1"}
+    built = engine.stats()["dfa_states_built"]
+    engine.add(split_words("a.c"), "q3")  # path: root, a
+    assert engine.stats()["dfa_states_invalidated"] > 0
+    assert engine.match("x.y.z") == {"q2"}
+    # Only the start state (it holds the root, on every path) is built again.
+    assert engine.stats()["dfa_states_built"] == built + 1
+    assert engine.match("a.c") == {"q3"}
+    engine.remove(split_words("a.b"), "q1")
+    assert engine.match("a.b") == set() and engine.match("a.c") == {"q3"}
+
+
+def test_dfa_vocabulary_follows_bindings():
+    engine = DfaEngine()
+    engine.add(split_words("a.*"), "q1")
+    assert engine.match("zz.b") == set()
+    engine.add(split_words("zz.b"), "q2")  # 'zz' was an "other" word until now
+    assert engine.match("zz.b") == {"q2"}
+    engine.remove(split_words("zz.b"), "q2")
+    assert engine.match("zz.b") == set()
+    assert engine._vocabulary == {"a": 1}
+
+
+# -- bitmap -------------------------------------------------------------------------------
+
+
+def test_bitmap_add_sets_and_remove_clears_bits_of_known_keys():
+    engine = BitmapEngine()
+    engine.add(split_words("a.*"), "q1")
+    assert engine.match("a.b") == {"q1"} and engine.match("c.d") == set()
+    engine.add(split_words("#.b"), "q2")
+    assert engine.stats()["bitmap_bits_set_on_add"] == 1  # a.b only
+    assert engine.match("a.b") == {"q1", "q2"} and engine.match("c.d") == set()
+    engine.add(split_words("#"), "q1")  # a second binding to q1
+    engine.remove(split_words("a.*"), "q1")
+    assert engine.stats()["bitmap_bits_cleared_on_remove"] == 1
+    assert engine.match("a.b") == {"q1", "q2"}  # still q1, through '#'
+    engine.remove(split_words("#"), "q1")
+    assert engine.match("a.b") == {"q2"} and engine.match("c.d") == set()
+    assert engine.stats()["bitmap_keys_compiled"] == 2  # never recompiled
+
+
+def test_bitmap_known_keys_are_bounded():
+    engine = BitmapEngine(max_keys=10, sweep_to=5)
+    engine.add(split_words("#"), "q")
+    for i in range(50):
+        assert engine.match(str(i)) == {"q"}
+        assert engine.stats()["bitmap_keys"] <= 10
+    assert engine.stats()["bitmap_keys_evicted"] > 0
+
+
+def test_bitmap_reuses_binding_numbers():
+    engine = BitmapEngine()
+    for round_ in range(5):
+        engine.add(split_words("a.#"), f"q{round_}")
+        assert engine.match("a.b") == {f"q{round_}"}
+        engine.remove(split_words("a.#"), f"q{round_}")
+    assert len(engine._destination) == 1
+
+
+# -- compiled kernel ----------------------------------------------------------------------
+
+
+def test_compiled_kernel_on_a_seed_batch():
+    patterns = seed_patterns(400, seed=5)
+    matcher, expected = pair("compiled", patterns)
+    batch = seed_keys(patterns, 3000, seed=6) + AWKWARD_KEYS
+    want = expected.match_many(batch)
+    assert decode(matcher, *matcher.match_many_ids(pa.array(batch))) == want
+    assert matcher.match_many(batch) == want  # the DFA is warm now: same answers
+    figures = matcher.stats()
+    assert figures["kernel_states"] > 0 and figures["kernel_plain_walks"] == 0
+
+
+def test_compiled_kernel_resets_and_falls_back_when_full(monkeypatch):
+    # Tiny tables: the DFA fills up within a key, finishes it with the plain walk, resets.
+    for limit, value in [
+        ("COMPILED_MAX_STATES", 8),
+        ("COMPILED_MAX_NODE_CELLS", 40),
+        ("COMPILED_MAX_DESTINATION_CELLS", 30),
+        ("COMPILED_MAX_TRANSITIONS", 8),
+    ]:
+        monkeypatch.setattr(compiled, limit, value)
+    patterns = seed_patterns(200, seed=7)
+    matcher, expected = pair("compiled", patterns)
+    batch = seed_keys(patterns, 600, seed=8) + AWKWARD_KEYS
+    want = expected.match_many(batch)
+    for _ in range(2):
+        assert decode(matcher, *matcher.match_many_ids(batch)) == want
+    figures = matcher.stats()
+    assert figures["kernel_resets"] > 0 and figures["kernel_plain_walks"] > 0
+    assert figures["kernel_states"] <= 8
+
+
+def test_compiled_kernel_stays_polynomial_on_hash_runs():
+    matcher, expected = pair("compiled", [".".join(["#"] * n + ["a"]) for n in range(1, 31)])
+    batch = [".".join(["x"] * 39 + ["a"]), ".".join(["x"] * 40), "a", "#.a"]
+    assert decode(matcher, *matcher.match_many_ids(batch)) == expected.match_many(batch)
+
+
+def test_compiled_kernel_follows_binding_changes():
+    matcher = TopicMatcher(engine="compiled")
+    expected = TopicMatcher("reference")
+    rng = random.Random(9)
+    patterns = seed_patterns(60, seed=9, vocabulary=8)
+    batch = seed_keys(patterns, 200, seed=10)
+    for i, pattern in enumerate(patterns):
+        matcher.add(pattern, f"q{i % 5}")
+        expected.add(pattern, f"q{i % 5}")
+        if i % 10 == 9:
+            victim = rng.choice(sorted(expected.bindings()))
+            matcher.remove(*victim)
+            expected.remove(*victim)
+            assert decode(matcher, *matcher.match_many_ids(batch)) == expected.match_many(batch)
+    assert matcher.stats()["flattened"] >= 6
+
+
+# -- auto ---------------------------------------------------------------------------------
+
+
+def test_auto_uses_the_kernel_for_large_batches_only(monkeypatch):
+    monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 50)
+    monkeypatch.setattr(auto, "AUTO_FLATTEN_RATIO", 1)
+    patterns = seed_patterns(100, seed=11)
+    matcher, expected = pair("auto", patterns)
+    small = seed_keys(patterns, 10, seed=12)
+    large = seed_keys(patterns, 2000, seed=13)
+    assert matcher.match_many(small) == expected.match_many(small)
+    assert matcher.stats()["auto_kernel_batches"] == 0
+    assert decode(matcher, *matcher.match_many_ids(large)) == expected.match_many(large)
+    assert matcher.match_many(large) == expected.match_many(large)
+    assert matcher.stats()["auto_kernel_batches"] == 2
+    matcher.add("#", "new")
+    expected.add("#", "new")
+    assert matcher.match_many(large) == expected.match_many(large)
+    assert matcher.match(large[0]) == expected.match(large[0])
+
+
+def test_auto_waits_before_flattening_a_changed_trie(monkeypatch):
+    monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 10)
+    patterns = seed_patterns(100, seed=14)
+    matcher, expected = pair("auto", patterns)
+    batch = seed_keys(patterns, 20, seed=15)
+    assert matcher.match_many(batch) == expected.match_many(batch)
+    assert matcher.stats()["auto_kernel_batches"] == 0  # 20 keys < 10 x the trie's nodes
