@@ -16,7 +16,10 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/xroute demo
+	@$(PY) -m xroute.pipeline.sample data/sample 1000000
+	$(VENV)/bin/xroute pipeline --definitions data/sample/definitions.json \
+		--messages data/sample/messages.parquet --out data/sample-routed --overwrite \
+		--keep-columns sent_at
 
 test: $(STAMP)
 	$(PY) -m pytest

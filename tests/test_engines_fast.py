@@ -299,6 +299,17 @@ def test_bitmap_known_keys_are_bounded():
     assert engine.stats()["bitmap_keys_evicted"] > 0
 
 
+def test_bitmap_bits_are_bounded():
+    engine = BitmapEngine(max_bits=40)
+    for i in range(10):
+        engine.add(split_words("#"), f"q{i}")  # every key matches 10 bindings
+    for i in range(30):
+        assert engine.match(str(i)) == {f"q{n}" for n in range(10)}
+        assert engine.stats()["bitmap_bits"] <= 40 + 10
+    engine.remove(split_words("#"), "q0")
+    assert engine.stats()["bitmap_bits"] == 9 * engine.stats()["bitmap_keys"]
+
+
 def test_bitmap_reuses_binding_numbers():
     engine = BitmapEngine()
     for round_ in range(5):
@@ -370,7 +381,7 @@ def test_compiled_kernel_follows_binding_changes():
 
 def test_auto_uses_the_kernel_for_large_batches_only(monkeypatch):
     monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 50)
-    monkeypatch.setattr(auto, "AUTO_FLATTEN_RATIO", 1)
+    monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 50)
     patterns = seed_patterns(100, seed=11)
     matcher, expected = pair("auto", patterns)
     small = seed_keys(patterns, 10, seed=12)
@@ -392,4 +403,4 @@ def test_auto_waits_before_flattening_a_changed_trie(monkeypatch):
     matcher, expected = pair("auto", patterns)
     batch = seed_keys(patterns, 20, seed=15)
     assert matcher.match_many(batch) == expected.match_many(batch)
-    assert matcher.stats()["auto_kernel_batches"] == 0  # 20 keys < 10 x the trie's nodes
+    assert matcher.stats()["auto_kernel_batches"] == 0  # 20 keys < AUTO_FLATTEN_AFTER

@@ -20,6 +20,9 @@ The result is written in two passes: the first finds each key's final state (so 
 count, so the offsets), the second copies destination lists into an array of exactly the
 right size. When a DFA table fills up, the key at hand finishes with the plain walk, the keys
 so far are written out, and the DFA is dropped before the next key (bounded memory).
+
+The kernels keep the GIL (no ``nogil``): calls on one matcher update the same DFA tables, so
+two threads must never run them at once.
 """
 
 from __future__ import annotations
@@ -40,12 +43,12 @@ RESETS, BUILT, FALLBACKS, SEEN = 7, 8, 9, 10
 META_SIZE = 11
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _slot(key, shift):
     return np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> shift)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _hash_bytes(data, begin, stop):
     value = _FNV_OFFSET
     for i in range(begin, stop):
@@ -53,7 +56,7 @@ def _hash_bytes(data, begin, stop):
     return np.int64(value >> np.uint64(1))  # non-negative, so -1 can mark an empty slot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def build_edge_table(parents, words, children, vocabulary_size, bits):
     """Open-addressing table (node * vocabulary_size + word) -> child, 2**bits slots."""
     size = 1 << bits
@@ -71,7 +74,7 @@ def build_edge_table(parents, words, children, vocabulary_size, bits):
     return keys, values
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def build_word_table(word_data, word_offsets, bits):
     """Open-addressing table hash(word bytes) -> word id, 2**bits slots."""
     size = 1 << bits
@@ -89,7 +92,7 @@ def build_word_table(word_data, word_offsets, bits):
     return keys, values
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _word_id(data, begin, stop, vocabulary):
     """The id of the word ``data[begin:stop]``, or -1 if no trie edge carries it."""
     word_data, word_offsets, table_keys, table_values, bits = vocabulary
@@ -113,7 +116,7 @@ def _word_id(data, begin, stop, vocabulary):
     return _EMPTY
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _lookup(table_keys, table_values, key, bits):
     shift = np.uint64(64 - bits)
     mask = (1 << bits) - 1
@@ -125,7 +128,7 @@ def _lookup(table_keys, table_values, key, bits):
     return _EMPTY
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, inline="always")
 def _chain(node, hash_child, mark, stamp, live, count):
     # A '#' may match zero words: entering a node enters its '#' child too, and so on.
     while node >= 0 and mark[node] != stamp:
@@ -136,7 +139,7 @@ def _chain(node, hash_child, mark, stamp, live, count):
     return count
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _step(live, count, word, into, trie, mark, stamp):
     """`trie.step`: the nodes after one more word into ``into``, each once; returns how many."""
     edge_keys, edge_values, edge_bits, vocabulary_size, star_child, hash_child, is_hash = trie
@@ -155,7 +158,7 @@ def _step(live, count, word, into, trie, mark, stamp):
     return found
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _gather(live, count, destinations, seen, stamp, out, found):
     """Append the destinations of the live nodes to ``out``, each once; ``out`` may grow."""
     destination_start, destination_ids = destinations
@@ -174,7 +177,7 @@ def _gather(live, count, destinations, seen, stamp, out, found):
     return out, found
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _hash_nodes(nodes, count):
     value = _FNV_OFFSET
     for i in range(count):
@@ -182,7 +185,7 @@ def _hash_nodes(nodes, count):
     return np.int64(value >> np.uint64(1))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _intern(nodes, count, dfa, meta):
     """The state holding exactly ``nodes[:count]`` (sorted), made if new; -1 if no room."""
     state_start, state_nodes = dfa[0], dfa[1]
@@ -224,7 +227,7 @@ def _intern(nodes, count, dfa, meta):
     return states
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _reset(dfa, meta):
     dfa[0][0] = 0
     dfa[5][:] = _EMPTY
@@ -238,7 +241,7 @@ def _reset(dfa, meta):
     meta[RESETS] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _build_transition(state, word, slot, live, following, trie, dfa, meta, mark):
     """A transition seen for the first time: step the state's nodes, intern the result, and
     remember it at ``slot`` of the transition table. The new state, or -1 with the next live
@@ -263,7 +266,7 @@ def _build_transition(state, word, slot, live, following, trie, dfa, meta, mark)
     return target, 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _write(first, stop, final, side, side_start, offsets, dfa, out):
     """Copy the destinations of keys ``first .. stop - 1`` into ``out`` (grown if needed)."""
     state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
@@ -288,7 +291,7 @@ def _write(first, stop, final, side, side_start, offsets, dfa, out):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, dfa, meta,
                 mark, seen):
     """Destinations of each key as (offsets int64[n + 1], ids int32), no repeats per key.

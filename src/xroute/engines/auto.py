@@ -7,9 +7,9 @@ never chooses and never pays twice for bindings. The rule, also in docs/engines.
 - ``match_many`` / ``match_many_ids`` with fewer than `AUTO_BATCH_MIN` keys: the DFA, key by key.
 - larger batches: the numba kernel (`xroute.engines.compiled`) if its flat copy of the trie is
   current; otherwise only once the keys of such batches since the last binding change reach
-  `AUTO_FLATTEN_RATIO` times the trie's node count, because flattening costs about as much as
-  routing that many new keys with the Python DFA. Bindings that change between every small
-  batch thus keep the DFA; a stable topology with a stream of batches moves to the kernel.
+  `AUTO_FLATTEN_AFTER`, because flattening the trie costs about as much as routing that many
+  new keys with the Python DFA. Bindings that change between every small batch thus keep the
+  DFA; a stable topology with a stream of batches moves to the kernel.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from xroute.engines.dfa import DfaEngine
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
 # kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
 AUTO_BATCH_MIN = 256
-# Flattening costs about 5 µs per trie node; on keys its DFA has not seen, the kernel saves 20
-# µs or more per key over the Python DFA (`xroute bench engines`, 10k bindings), so flattening
-# pays back once batches since the last change hold a quarter as many keys as the trie has nodes.
-AUTO_FLATTEN_RATIO = 0.25
+# Flattening costs about 5 µs per trie node, and on keys it has not seen the Python DFA costs
+# about as much per key as flattening does per 10-100 nodes (both grow with the bindings; see
+# `xroute bench engines`): after about this many batch keys a fresh flat trie has paid for itself.
+AUTO_FLATTEN_AFTER = 4096
 
 
 @register
@@ -73,9 +73,7 @@ class AutoEngine(BatchKernel, DfaEngine):
     def _use_kernel(self, keys: int) -> bool:
         if keys >= AUTO_BATCH_MIN:
             self._batch_keys_since_change += keys
-            if self._flat is not None or (
-                self._batch_keys_since_change >= AUTO_FLATTEN_RATIO * self._nodes
-            ):
+            if self._flat is not None or self._batch_keys_since_change >= AUTO_FLATTEN_AFTER:
                 self._kernel_batches += 1
                 return True
         self._dfa_batches += 1

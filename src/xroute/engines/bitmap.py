@@ -7,7 +7,8 @@ every known key and sets its bit where it matches; a removed binding clears its 
 everywhere it is set. The bitmaps are roaring bitmaps (pyroaring), compressed and fast to
 update, rather than hand-rolled bit arrays.
 
-The known keys are bounded by `BITMAP_MAX_KEYS`; when full, the oldest are swept out.
+The known keys are bounded by `BITMAP_MAX_KEYS` and the bits they hold by `BITMAP_MAX_BITS`;
+when either is reached, the oldest keys are swept out.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ from xroute.keys import split_words
 BITMAP_MAX_KEYS = 10_000
 # When full, the oldest keys go until this many remain, so sweeps are rare.
 BITMAP_SWEEP_TO = 7_500
+# Bits set over all known keys. A key keeps its destination set too (about 40 bytes per
+# destination, the roaring bitmap a few bytes per bit), and at 100k bindings one key matches
+# about 2,250 of them: this bounds that memory to about 100 MB. Sweeps go down to 3/4 of it.
+BITMAP_MAX_BITS = 2_000_000
 
 
 class _Key:
@@ -48,9 +53,16 @@ class BitmapEngine:
     # The known keys already are a route cache; another in front would only duplicate them.
     route_cache_default = False
 
-    def __init__(self, max_keys: int = BITMAP_MAX_KEYS, sweep_to: int = BITMAP_SWEEP_TO) -> None:
+    def __init__(
+        self,
+        max_keys: int = BITMAP_MAX_KEYS,
+        sweep_to: int = BITMAP_SWEEP_TO,
+        max_bits: int = BITMAP_MAX_BITS,
+    ) -> None:
         self.max_keys = max_keys
         self.sweep_to = min(sweep_to, max_keys - 1)
+        self.max_bits = max_bits
+        self._bits = 0
         self._trie = TrieEngine()  # its destinations are binding numbers
         self._number: dict[tuple[Words, Hashable], int] = {}
         self._destination: list[Hashable] = []  # binding number -> destination
@@ -71,6 +83,7 @@ class BitmapEngine:
                 known.bits.add(number)
                 known.destinations = None
                 self._bits_set += 1
+                self._bits += 1
 
     def remove(self, words: Words, destination: Hashable) -> None:
         number = self._number.pop((words, destination))
@@ -80,6 +93,7 @@ class BitmapEngine:
                 known.bits.remove(number)
                 known.destinations = None
                 self._bits_cleared += 1
+                self._bits -= 1
         self._destination[number] = None
         self._free.append(number)
 
@@ -103,6 +117,8 @@ class BitmapEngine:
             "nodes": self._trie.stats()["nodes"],
             "bitmap_keys": len(self._keys),
             "bitmap_max_keys": self.max_keys,
+            "bitmap_bits": self._bits,
+            "bitmap_max_bits": self.max_bits,
             "bitmap_keys_compiled": self._compiled,
             "bitmap_keys_evicted": self._evicted,
             "bitmap_bits_set_on_add": self._bits_set,
@@ -111,16 +127,22 @@ class BitmapEngine:
 
     def _compile(self, key: str) -> _Key:
         keys = self._keys
-        if len(keys) >= self.max_keys:
-            drop = len(keys) - self.sweep_to
-            for old in list(keys)[:drop]:  # insertion order: the oldest first
-                del keys[old]
-            self._evicted += drop
-        words = split_words(key)
-        known = _Key(words, BitMap(self._trie.match(key)))
+        if len(keys) >= self.max_keys or self._bits > self.max_bits:
+            self._sweep()
+        known = _Key(split_words(key), BitMap(self._trie.match(key)))
         keys[key] = known
+        self._bits += len(known.bits)
         self._compiled += 1
         return known
+
+    def _sweep(self) -> None:
+        """Forget the oldest keys (dicts keep insertion order) until both bounds have room."""
+        keys = self._keys
+        bits_left = self.max_bits * 3 // 4
+        while keys and (len(keys) > self.sweep_to or self._bits > bits_left):
+            oldest = next(iter(keys))
+            self._bits -= len(keys.pop(oldest).bits)
+            self._evicted += 1
 
     def _destinations_of(self, bits: BitMap) -> frozenset:
         if not bits:

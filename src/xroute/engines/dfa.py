@@ -14,7 +14,9 @@ states would also mean finding every transition that points at them.
 A binding change drops only the states that hold a trie node on the changed pattern's path
 (the nodes whose edges or destinations change). No other state can reach such a node (its
 parent is on the path too), so every other state and its transitions stay exact and warm. A
-reverse index (node -> states holding it) finds the doomed states without scanning them all.
+reverse index (node -> states holding it) finds the doomed states without scanning them all;
+when they are most of the automaton (a pattern that starts with ``#`` changes the node every
+state holds), the whole automaton is dropped instead, which is cheaper.
 """
 
 from __future__ import annotations
@@ -211,6 +213,12 @@ class DfaEngine(TrieEngine):
             if holders:
                 doomed |= holders
         if not doomed:
+            return
+        if 2 * len(doomed) >= len(self._states):
+            # Most states hold the node (a pattern starting with '#' reaches every state):
+            # dropping all at once is cheaper than unlinking each from the reverse index.
+            self._invalidated += len(doomed)
+            self._reset()
             return
         states = self._states
         for state in doomed:

@@ -68,7 +68,7 @@ def run_pipeline(spark: Any, options: PipelineOptions, session_start_s: float = 
     try:
         counts, manifest = _route(spark, options, dataset, plan, definitions, temp, phases)
         mark = time.perf_counter()
-        top_keys = _top_unroutable(spark, temp, counts["unroutable"])
+        top_keys = _top_unroutable(temp, counts["unroutable"])
         _write_empty_outputs(spark, dataset, plan, router, temp)
         phases["unroutable_keys"] = time.perf_counter() - mark
         wall = time.perf_counter() - started
@@ -246,20 +246,18 @@ def _check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
         )
 
 
-def _top_unroutable(spark: Any, temp: Path, unroutable: int) -> list[tuple[str, int]]:
+def _top_unroutable(temp: Path, unroutable: int) -> list[tuple[str, int]]:
+    """The most frequent keys of the unroutable parts (ties by key), counted file by file."""
     if not unroutable:
         return []
-    from pyspark.sql import functions as F
+    import pyarrow.compute as pc
 
-    frame = spark.read.parquet(str(temp / "unroutable"))
-    top = (
-        frame.groupBy(io.KEY)
-        .count()
-        .orderBy(F.desc("count"), F.asc(io.KEY))
-        .limit(TOP_KEYS)
-        .collect()
-    )
-    return [(row[0], int(row[1])) for row in top]
+    counts: Counter = Counter()
+    for path in sorted((temp / "unroutable").iterdir()):
+        keys = pq.read_table(path, columns=[io.KEY]).column(io.KEY)
+        found = pc.value_counts(keys).flatten()
+        counts.update(dict(zip(found[0].to_pylist(), found[1].to_pylist())))
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_KEYS]
 
 
 def _write_empty_outputs(

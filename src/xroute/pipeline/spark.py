@@ -3,6 +3,7 @@ the venv's Python on both sides, loopback only, and the package shipped to remot
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -98,10 +99,8 @@ def spark_environment(master: str | None = None) -> None:
     if master is None or _is_local(master) or _on_loopback(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # numba caches compiled kernels beside their source by default, which executors may not
-    # be allowed to write.
-    os.environ.setdefault(
-        "NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"xroute-numba-{os.getuid()}")
-    )
+    # be allowed to write; the library's own folder is shared with every other use.
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "xroute" / "numba"))
 
 
 def log_path() -> Path:
@@ -183,15 +182,29 @@ def _on_loopback(master: str) -> bool:
 
 
 def package_zip() -> Path:
-    """The xroute package as a zip for ``addPyFile``, rebuilt when the source is newer."""
+    """The xroute package as a zip for ``addPyFile``, one per version of the source.
+
+    The file is named by a hash of the source and written only once, so its modification time
+    stays put: numba keys its on-disk cache of compiled kernels on it, and executors that
+    import the package from this zip then compile only once.
+    """
     import xroute
 
     source = Path(xroute.__file__).parent
-    target = Path(tempfile.gettempdir()) / f"xroute-{os.getuid()}-{os.getpid()}.zip"
     files = [p for p in sorted(source.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            archive.write(path, Path("xroute") / path.relative_to(source))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(source)).encode())
+        digest.update(path.read_bytes())
+    folder = Path.home() / ".cache" / "xroute"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"xroute-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, Path("xroute") / path.relative_to(source))
+        partial.replace(target)
     return target
 
 

@@ -6,13 +6,17 @@ The article timed RabbitMQ's ``route/2`` 50 times per point on bindings of the s
 curves were straight in key length until one ``#.#`` binding was added; then the 100k curve
 bent upwards, because its trie restarts the search below a ``#`` for every tail of the key.
 xroute's trie walks breadth-first and keeps each node once per position, so its curve must stay
-straight: the straightness is measured (R² of a line, and the slope of the last five lengths
-over that of the first five).
+straight. Two figures say whether it does, both on the median of the repetitions (a process
+that shares the CPU makes a few repetitions slow and the mean with them): the R² of a line
+through the curve, and the bend, what ``#.#`` costs on the longest keys over what it costs on
+the shortest (route time with it over route time without, three lengths each). RabbitMQ's
+bend grows with the trie; a bend near 1 means that ``#.#`` adds a constant share per word.
 """
 
 from __future__ import annotations
 
 import random
+import statistics
 from typing import Any
 
 from xroute.bench.experiments.common import (
@@ -51,9 +55,10 @@ SEED = {
 }
 HASH_HASH = "#.#"
 SWEEP_LENGTH = 5
-# A curve is called straight when a line explains it (R²) and its slope over the longer keys is
-# not much more than over the shorter ones; the article's bent curve fails both.
-STRAIGHT_R2, STRAIGHT_SLOPE_RATIO = 0.95, 1.5
+# `#.#` "does not bend" the curve when the share of route time it adds on the longest keys is at
+# most this many times its share on the shortest (1.0: exactly the same share).
+BEND_LIMIT = 1.5
+ENDS = 3  # lengths at each end of the curve that the bend compares
 PATTERN_SEED, KEY_SEED = 1000, 1001
 
 PARAMETERS: dict[str, dict[str, Any]] = {
@@ -93,7 +98,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 def steps(scale: str) -> int:
     """How many progress steps `run` reports at this scale."""
     p = PARAMETERS[scale]
-    return 2 * len(p["sizes"]) + len(p["sweep_sizes"])
+    return len(p["sizes"]) + len(p["sweep_sizes"])
 
 
 def _keys_by_length(
@@ -121,32 +126,53 @@ def _matcher(engine: str, patterns: list[str], extra: tuple[str, ...] = ()) -> T
     return matcher
 
 
-def _curve(matcher: TopicMatcher, keys: dict[int, list[str]], p: dict[str, Any]) -> dict[int, dict]:
-    """Per key length: the spread over repetitions of the mean time of one route (µs)."""
+def _curves(
+    matchers: dict[str, TopicMatcher], keys: dict[int, list[str]], p: dict[str, Any]
+) -> tuple[dict[str, dict[int, dict]], dict[int, float]]:
+    """Per matcher and key length, the spread over repetitions of the mean time of one route
+    (µs); and per length, the median over repetitions of the first matcher's time over the
+    second's on the same keys.
+
+    The matchers take turns on each group of keys, so that a change in the machine's load
+    during the run weighs on both alike and their ratio stays fair.
+    """
     per = p["keys_per_repetition"]
-    curve = {}
-    with quiet_gc():  # one collection for the whole curve, none between repetitions
+    samples: dict[str, dict[int, list[float]]] = {name: {} for name in matchers}
+    ratios: dict[int, float] = {}
+    first, second = list(matchers)[:2]
+    with quiet_gc():  # one collection for all the curves, none between repetitions
         for length, pool in keys.items():
-            samples = [
-                seconds_per_item(matcher.match, pool[r * per : (r + 1) * per]) * 1e6
-                for r in range(p["repetitions"])
-            ]
-            curve[length] = spread(samples)
-    return curve
+            for name in matchers:
+                samples[name][length] = []
+            for r in range(p["repetitions"]):
+                group = pool[r * per : (r + 1) * per]
+                for name, matcher in matchers.items():
+                    samples[name][length].append(seconds_per_item(matcher.match, group) * 1e6)
+            pairs = zip(samples[first][length], samples[second][length])
+            ratios[length] = statistics.median(a / b for a, b in pairs)
+    curves = {
+        name: {length: spread(values) for length, values in by_length.items()}
+        for name, by_length in samples.items()
+    }
+    return curves, ratios
 
 
 def _shape(curve: dict[int, dict]) -> dict[str, float]:
+    """A line through the medians: its R² and slope (µs per word)."""
     lengths = sorted(curve)
-    means = [curve[n]["mean"] for n in lengths]
-    half = len(lengths) // 2
-    early = linear_fit(lengths[:half], means[:half])["slope"]
-    late = linear_fit(lengths[half:], means[half:])["slope"]
-    fit = linear_fit(lengths, means)
-    return {
-        "r2": round(fit["r2"], 4),
-        "us_per_word": round(fit["slope"], 3),
-        "late_over_early_slope": round(late / early, 2) if early > 0 else None,
-    }
+    fit = linear_fit(lengths, [curve[n]["median"] for n in lengths])
+    return {"r2": round(fit["r2"], 3), "us_per_word": round(fit["slope"], 3)}
+
+
+def bend(ratios: dict[int, float]) -> float:
+    """What `#.#` costs on the longest keys over what it costs on the shortest: ``ratios`` is
+    route time with it over route time without, per key length."""
+    lengths = sorted(ratios)
+
+    def share(picked: list[int]) -> float:
+        return sum(ratios[n] for n in picked) / len(picked)
+
+    return round(share(lengths[-ENDS:]) / share(lengths[:ENDS]), 2)
 
 
 def run(context: Context) -> dict[str, Any]:
@@ -162,19 +188,25 @@ def run(context: Context) -> dict[str, Any]:
         patterns = every[:size]
         keys = _keys_by_length(patterns, p["lengths"], need)
         sample = [k for n in p["lengths"] for k in keys[n][: p["check_keys_per_length"]]]
-        entry: dict[str, Any] = {}
-        for label, extra in (("plain", ()), ("with #.#", (HASH_HASH,))):
-            progress.step(f"{size:,} bindings{' + #.#' if extra else ''}: key lengths")
-            trie = _matcher("trie", patterns, extra)
+        progress.step(f"{size:,} bindings, with and without #.#: key lengths")
+        tries = {}
+        for label, extra in (("with #.#", (HASH_HASH,)), ("plain", ())):
+            tries[label] = _matcher("trie", patterns, extra)
             reference = _matcher("reference", patterns, extra)
             checked += check_same(
                 f"trie, {size} bindings {label}",
                 sample,
                 reference.match_many(sample),
-                trie.match_many(sample),
+                tries[label].match_many(sample),
             )
-            curve = _curve(trie, keys, p)
-            entry[label] = {"curve": {str(n): s for n, s in curve.items()}, "shape": _shape(curve)}
+        del reference
+        measured, ratios = _curves(tries, keys, p)
+        entry: dict[str, Any] = {
+            label: {"curve": {str(n): s for n, s in curve.items()}, "shape": _shape(curve)}
+            for label, curve in measured.items()
+        }
+        entry["with/without by length"] = {str(n): round(r, 3) for n, r in ratios.items()}
+        entry["bend"] = bend(ratios)
         curves[str(size)] = entry
 
     sweep, peers = _sweep(every, p, progress)
@@ -241,37 +273,40 @@ def _sweep(every: list[str], p: dict[str, Any], progress: Progress) -> tuple[dic
 def _curve_table(curves: dict[str, Any]) -> dict:
     rows = []
     for size, entry in curves.items():
-        for label, data in entry.items():
-            curve = data["curve"]
+        for label in ("plain", "with #.#"):
+            curve, shape = entry[label]["curve"], entry[label]["shape"]
             first, last = curve[min(curve, key=int)], curve[max(curve, key=int)]
-            shape = data["shape"]
             rows.append(
                 [
                     int(size),
                     label,
-                    round(first["mean"], 2),
-                    round(last["mean"], 2),
-                    round(last["std"], 2),
+                    first["median"],
+                    last["median"],
+                    last["mean"],
+                    last["std"],
                     shape["us_per_word"],
                     shape["r2"],
-                    shape["late_over_early_slope"],
+                    entry["bend"] if label != "plain" else None,
                 ]
             )
     return table(
-        "Trie route time against key length (µs per route, mean over repetitions)",
+        "Trie route time against key length (µs per route over the repetitions)",
         [
             "bindings",
             "set",
-            "len 1",
-            "len 10",
-            "std at 10",
-            "µs per word",
-            "R² of a line",
-            "late/early slope",
+            "median, 1 word",
+            "median, 10 words",
+            "mean, 10 words",
+            "std, 10 words",
+            "µs per word (line)",
+            "R² of the line",
+            "bend of #.#",
         ],
         rows,
-        "R² near 1 and a late/early slope ratio near 1 mean a straight line; a bending curve "
-        "gives a ratio well above 1.",
+        "The line is fitted to the medians. Bend: route time with `#.#` over route time "
+        "without (the median of the ratios of paired repetitions on the same keys), on the "
+        f"{ENDS} longest lengths, divided by the same on the {ENDS} shortest; 1 means `#.#` "
+        "costs the same share whatever the key length.",
     )
 
 
@@ -287,17 +322,15 @@ def _sweep_table(sweep: dict[str, Any]) -> dict:
     )
 
 
-def _verdict(shape: dict[str, float]) -> str:
-    """'straight' only when the numbers say so: a line fits and the slope does not grow."""
-    ratio = shape["late_over_early_slope"]
-    if shape["r2"] >= STRAIGHT_R2 and ratio is not None and ratio <= STRAIGHT_SLOPE_RATIO:
-        return "straight"
-    return "not straight in this run"
+def _verdict(bent: float) -> str:
+    """Says 'does not bend' only when the measured bend is within `BEND_LIMIT`."""
+    return "does not bend" if bent <= BEND_LIMIT else "BENDS in this run"
 
 
 def _comparison(curves: dict[str, Any], sweep: dict[str, Any]) -> dict:
     biggest = max(curves, key=int)
     plain, hashed = curves[biggest]["plain"]["shape"], curves[biggest]["with #.#"]["shape"]
+    bends = ", ".join(f"{entry['bend']} at {int(size):,}" for size, entry in curves.items())
     trie = sweep["series"].get("trie", {})
     sizes = sorted(trie, key=int)
     growth = (
@@ -314,7 +347,7 @@ def _comparison(curves: dict[str, Any], sweep: dict[str, Any]) -> dict:
                 "route time vs key length",
                 SEED["figures"][0][1],
                 (
-                    f"{_verdict(plain)} at {int(biggest):,} bindings: R² {plain['r2']}, "
+                    f"line through the medians at {int(biggest):,} bindings: R² {plain['r2']}, "
                     f"{plain['us_per_word']} µs per word"
                 ),
             ],
@@ -322,9 +355,8 @@ def _comparison(curves: dict[str, Any], sweep: dict[str, Any]) -> dict:
                 "with one `#.#` added",
                 SEED["figures"][1][1],
                 (
-                    f"{_verdict(hashed)}: R² {hashed['r2']}, late/early slope "
-                    f"{hashed['late_over_early_slope']} "
-                    f"(without `#.#`: {plain['late_over_early_slope']})"
+                    f"{_verdict(curves[biggest]['bend'])}: bend {bends} bindings "
+                    f"(1 = no bend); R² {hashed['r2']} at {int(biggest):,}"
                 ),
             ],
             ["route time vs bindings", SEED["figures"][2][1], growth],
@@ -341,14 +373,14 @@ def plot(result: dict[str, Any], path: str) -> None:
         for size, entry in result["curves"].items():
             curve = entry[label]["curve"]
             lengths = sorted(int(n) for n in curve)
-            mean = [curve[str(n)]["mean"] for n in lengths]
-            low = [curve[str(n)]["p5"] for n in lengths]
-            high = [curve[str(n)]["p95"] for n in lengths]
-            ax.plot(lengths, mean, marker="o", label=f"{int(size):,} bindings")
+            middle = [curve[str(n)]["median"] for n in lengths]
+            low = [curve[str(n)]["p25"] for n in lengths]
+            high = [curve[str(n)]["p75"] for n in lengths]
+            ax.plot(lengths, middle, marker="o", label=f"{int(size):,} bindings")
             ax.fill_between(lengths, low, high, alpha=0.2)
         ax.set_title("seed-mix bindings" + (" + one #.#" if label != "plain" else ""))
         ax.set_xlabel("routing key length (words)")
-        ax.set_ylabel("µs per route (mean, 5-95% band)")
+        ax.set_ylabel("µs per route (median, 25-75% band)")
         ax.legend()
     ax = axes[2]
     for name, values in result["sweep"]["series"].items():

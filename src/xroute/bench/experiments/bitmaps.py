@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -133,12 +134,15 @@ def _compile(
 
 
 def _match_each(matcher: TopicMatcher, messages: list[str]) -> int:
-    # hot: the paper's message loop, one match per message and a hit per matching subscription
+    """The paper's message loop: match, then add one to each matching subscription's hit
+    counter (Counter.update counts in C); the total number of hits."""
+    # hot: `xroute bench seeds --only 3`, every set-returning engine
     match = matcher.match
-    hits = 0
+    hits: Counter[int] = Counter()
+    count = hits.update
     for topic in messages:
-        hits += len(match(topic))
-    return hits
+        count(match(topic))
+    return hits.total()
 
 
 def _match_flat(matcher: TopicMatcher, messages: list[str], subscriptions: int) -> int:
@@ -224,8 +228,9 @@ def run(context: Context) -> dict[str, Any]:
             "matches per message": round(expected_hits / len(messages), 1),
             "compile": "add every subscription, then route each known topic once "
             "(TopicMatcher.match_many)",
-            "match": "one TopicMatcher.match per message, len() of the result added to a hit count "
-            "(compiled: one match_many_ids call, hits per subscription by numpy.bincount)",
+            "match": "one TopicMatcher.match per message, then each matching subscription's "
+            "hit counter incremented (collections.Counter.update), as the paper's loop does; "
+            "compiled (flat): one match_many_ids call, hit counters by numpy.bincount",
             "clock": f"{ghz} GHz" if ghz else "unknown: matches per second per GHz not computed",
         },
         "scaling": [

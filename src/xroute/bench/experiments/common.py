@@ -28,7 +28,7 @@ class Progress(Protocol):
         """Called when an experiment starts, with the number of steps it will report."""
 
     def step(self, what: str) -> None:
-        """Called when one step is done; ``what`` names the next one."""
+        """Called as each step begins (the one before it is then done); ``what`` names it."""
 
 
 class NoProgress:
@@ -126,7 +126,7 @@ def seconds_of(function: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def spread(samples: Sequence[float]) -> dict[str, float]:
-    """Mean, standard deviation, min, max and the 5th/95th percentiles of ``samples``."""
+    """Mean, standard deviation, min, max, median and the 5/25/75/95th percentiles."""
     ordered = sorted(samples)
     n = len(ordered)
 
@@ -139,7 +139,10 @@ def spread(samples: Sequence[float]) -> dict[str, float]:
         "std": statistics.pstdev(ordered) if n > 1 else 0.0,
         "min": ordered[0],
         "max": ordered[-1],
+        "median": statistics.median(ordered),
         "p5": percentile(0.05),
+        "p25": percentile(0.25),
+        "p75": percentile(0.75),
         "p95": percentile(0.95),
     }
 
