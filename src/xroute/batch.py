@@ -2,12 +2,14 @@
 to one exchange, exactly what `Topology.route_message` gives for each of them, as flat arrays.
 
 The walk of `Topology` is done once per exchange for the whole batch instead of once per
-message: the messages that reach an exchange are matched together (a topic exchange through
-`TopicMatcher.match_many_ids`, which never builds a set per key; the other types through
-their own `route`), and their matched bindings are expanded with NumPy into queues, further
-exchanges (each visited at most once per message) and alternate exchanges (when a message
-matched nothing there). The set of exchanges a message visits does not depend on the order of
-the walk, so visiting exchange by exchange is the same walk.
+message. The messages that reach an exchange are matched together, each distinct key once (a
+topic exchange through `TopicMatcher.match_many_ids`, which never builds a set per key; the
+other types through their own ``route``; a headers exchange once per distinct headers table).
+Their matched bindings are then expanded by one compiled loop (`_expand`) into queues, next
+exchanges (each visited at most once per message) and per-binding hit counts; a message that
+matched nothing goes on to the exchange's alternate. The set of exchanges a message visits
+does not depend on the order of the walk, so visiting exchange by exchange is the same walk;
+`tests/test_batch.py` checks it against `Topology.route_message` on random topologies.
 
 Messages whose ``CC``/``BCC`` headers add routing keys take `Topology.route_message` itself,
 one by one: they are rare, and it keeps the batch walk to one key per message.
@@ -38,8 +40,8 @@ class BatchRoutes:
     """Where each message of a batch went.
 
     The queues of message ``i`` are ``queue_ids[offsets[i]:offsets[i + 1]]`` (no repeats, in
-    no particular order), indices into `BatchRouter.queues`. A message in ``errors`` was refused, with the
-    error `Topology.route_message` raises for it, and has no queues. ``hits[b]`` counts the
+    no particular order), indices into `BatchRouter.queues`. A message in ``errors`` was
+    refused, with the error `Topology.route_message` raises for it, and has no queues. ``hits[b]`` counts the
     messages that matched binding ``BatchRouter.bindings[b]`` at an exchange they visited.
     """
 

@@ -66,17 +66,22 @@ def _latency_by_length(results: dict[str, Any]):
         return None
     # The size nearest 10k bindings: the one the targets speak of.
     entry = min(results["sizes"], key=lambda e: abs(e["bindings"] - 10_001))
-    figure, axes = plt.subplots(figsize=(8, 5))
+    figure, (absolute, per_word) = plt.subplots(1, 2, figsize=(12, 5))
     for name, figures in entry["engines"].items():
         curve = figures.get("warm_us_by_length") or {}
         lengths = sorted(curve, key=int)
-        axes.plot([int(n) for n in lengths], [curve[n]["median"] for n in lengths],
-                  marker="o", label=name)
-    axes.set(xlabel="words in the routing key", ylabel="µs per key (median, warm)",
-             title=f"Key length, {entry['bindings']:,} bindings (with one '#.#')")
-    axes.set_yscale("log")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8)
+        words = [int(n) for n in lengths]
+        medians = [curve[n]["median"] for n in lengths]
+        absolute.plot(words, medians, marker="o", label=name)
+        per_word.plot(words, [m / w for m, w in zip(medians, words)], marker="o", label=name)
+    # A linear axis: a straight line here is the "linear in key length" the seed looks for.
+    absolute.set(xlabel="words in the routing key", ylabel="µs per key (median, warm)",
+                 title=f"Key length, {entry['bindings']:,} bindings (with one '#.#')")
+    per_word.set(xlabel="words in the routing key", ylabel="µs per word", yscale="log",
+                 title="Cost per word: flat when linear")
+    for axes in (absolute, per_word):
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=8)
     return figure
 
 

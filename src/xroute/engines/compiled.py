@@ -66,16 +66,18 @@ class FlatTrie:
         order: list[Node] = [root]
         index: dict[Node, int] = {root: 0}
         for node in order:  # breadth-first numbering; `order` grows as we go
-            for child in (*node.children.values(), node.star, node.hash):
+            for child in (*(kid for _, kid in node.literal_edges()), node.star, node.hash):
                 if child is not None and child not in index:
                     index[child] = len(order)
                     order.append(child)
         self.nodes = count = len(order)
-        self.vocabulary: list[str] = sorted({w for node in order for w in node.children})
+        self.vocabulary: list[str] = sorted(
+            {word for node in order for word, _ in node.literal_edges()}
+        )
         word_id = {word: i for i, word in enumerate(self.vocabulary)}
         parents, words, children = [], [], []
         for i, node in enumerate(order):
-            for word, child in node.children.items():
+            for word, child in node.literal_edges():
                 parents.append(i)
                 words.append(word_id[word])
                 children.append(index[child])

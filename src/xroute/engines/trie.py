@@ -9,11 +9,20 @@ L times the number of trie nodes, whatever the patterns.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from xroute.engines.base import EMPTY, Words, register
 from xroute.keys import HASH, STAR, split_words
+
+
+# A trie of 100k seed bindings has about 300k nodes, half of them with exactly one literal
+# child and most with at most one destination. Such a node keeps its child as a (word, node)
+# pair and its destinations in a tuple: a one-entry dict is 184 bytes, a pair 56; an empty set
+# alone is 216 bytes. Leaves share one empty dict.
+_NO_CHILDREN: dict[str, Node] = {}
+_SMALL = 8  # destinations kept in a tuple up to this many, in a set beyond
 
 
 class Node:
@@ -22,12 +31,25 @@ class Node:
     __slots__ = ("children", "star", "hash", "is_hash", "destinations")
 
     def __init__(self, is_hash: bool = False) -> None:
-        self.children: dict[str, Node] = {}
+        # Literal children: a dict, or one (word, node) pair.
+        self.children: dict[str, Node] | tuple[str, Node] = _NO_CHILDREN
         self.star: Node | None = None
         self.hash: Node | None = None
         # A node reached through a '#' edge may absorb any number of further words.
         self.is_hash = is_hash
-        self.destinations: set[Hashable] = set()
+        self.destinations: tuple[Hashable, ...] | set[Hashable] = ()
+
+    def literal(self, word: str) -> Node | None:
+        """The child along the literal ``word``, if any."""
+        kids = self.children
+        if kids.__class__ is tuple:
+            return kids[1] if kids[0] == word else None
+        return kids.get(word)
+
+    def literal_edges(self) -> list[tuple[str, Node]]:
+        """Every (word, child) pair along a literal word."""
+        kids = self.children
+        return [kids] if kids.__class__ is tuple else list(kids.items())
 
     def child(self, word: str) -> Node | None:
         """The child along ``word`` (a literal, ``*`` or ``#``), if any."""
@@ -35,7 +57,46 @@ class Node:
             return self.star
         if word == HASH:
             return self.hash
-        return self.children.get(word)
+        return self.literal(word)
+
+    def add_literal(self, word: str, child: Node) -> None:
+        """Add a child along a literal word that has none yet."""
+        kids = self.children
+        word = sys.intern(word)
+        if kids is _NO_CHILDREN:
+            self.children = (word, child)
+        elif kids.__class__ is tuple:
+            self.children = {kids[0]: kids[1], word: child}
+        else:
+            kids[word] = child
+
+    def remove_literal(self, word: str) -> None:
+        """Remove the child along a literal word."""
+        kids = self.children
+        if kids.__class__ is tuple:
+            self.children = _NO_CHILDREN
+            return
+        del kids[word]
+        if len(kids) == 1:
+            self.children = next(iter(kids.items()))
+
+    def bind(self, destination: Hashable) -> None:
+        """Add a destination that is not bound here yet."""
+        held = self.destinations
+        if isinstance(held, set):
+            held.add(destination)
+        elif len(held) < _SMALL:
+            self.destinations = (*held, destination)
+        else:
+            self.destinations = {*held, destination}
+
+    def unbind(self, destination: Hashable) -> None:
+        """Remove a destination bound here."""
+        held = self.destinations
+        if isinstance(held, set):
+            held.discard(destination)
+        else:
+            self.destinations = tuple(d for d in held if d != destination)
 
     def is_empty(self) -> bool:
         """True if nothing is bound here or below."""
@@ -56,7 +117,12 @@ def step(live: set[Node], word: str) -> set[Node]:
     # '#' child, so the chain helper is called only when there is one.
     enter = advanced.add
     for node in live:
-        for child in (node.children.get(word), node.star, node if node.is_hash else None):
+        kids = node.children
+        if kids.__class__ is tuple:
+            literal = kids[1] if kids[0] == word else None
+        else:
+            literal = kids.get(word)
+        for child in (literal, node.star, node if node.is_hash else None):
             if child is not None and child not in advanced:
                 enter(child)
                 if child.hash is not None:
@@ -85,16 +151,16 @@ class TrieEngine:
                 elif word == HASH:
                     node.hash = child
                 else:
-                    node.children[word] = child
+                    node.add_literal(word, child)
                 self._nodes += 1
             node = child
-        node.destinations.add(destination)
+        node.bind(destination)
 
     def remove(self, words: Words, destination: Hashable) -> None:
         path = [self._root]
         for word in words:
             path.append(path[-1].child(word))
-        path[-1].destinations.discard(destination)
+        path[-1].unbind(destination)
         # Prune the nodes that no longer lead to any binding, deepest first.
         for depth in range(len(words), 0, -1):
             node, parent, word = path[depth], path[depth - 1], words[depth - 1]
@@ -105,7 +171,7 @@ class TrieEngine:
             elif word == HASH:
                 parent.hash = None
             else:
-                del parent.children[word]
+                parent.remove_literal(word)
             self._nodes -= 1
 
     def start(self) -> set[Node]:

@@ -128,10 +128,12 @@ def route_batch(
     records = _records(batch, plan, message_ids, exchanges)
     reasons = pa.array([f"{type(errors[r]).__name__}: {errors[r]}" for r in rejected_rows.tolist()], pa.string())
     return Routed(
+        # Dictionary columns: a message's id is stored once per batch, however many queues
+        # it reached, and Parquet writes them as dictionary pages without copying strings.
         deliveries=pa.RecordBatch.from_arrays(
             [
-                message_ids.take(delivery_rows),
-                pa.array(router.queues, pa.string()).take(queue_ids),
+                pa.DictionaryArray.from_arrays(pa.array(delivery_rows, pa.int32()), message_ids),
+                pa.DictionaryArray.from_arrays(pa.array(queue_ids, pa.int32()), _names(router)),
                 *[batch.column(c).take(delivery_rows) for c in plan.keep_columns],
             ],
             names=[MESSAGE_ID, QUEUE, *plan.keep_columns],
@@ -178,6 +180,17 @@ def _generated_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] 
     return pc.binary_join_element_wise(
         names.take(encoded.indices), rows.cast(pa.string()), ":"
     )
+
+
+_QUEUE_NAMES: dict[int, tuple[BatchRouter, pa.Array]] = {}
+
+
+def _names(router: BatchRouter) -> pa.Array:
+    """The router's queue names as an Arrow array, made once per router."""
+    cached = _QUEUE_NAMES.get(id(router))
+    if cached is None or cached[0] is not router:
+        cached = _QUEUE_NAMES[id(router)] = (router, pa.array(router.queues, pa.string()))
+    return cached[1]
 
 
 def _relative(uri: str, root: str) -> str:

@@ -31,6 +31,7 @@ OUTPUTS = ("deliveries", "unroutable", "rejected")
 MANIFEST_SCHEMA = "manifest string"
 # Small outputs are gathered up to this many rows before a Parquet row group is written.
 ROW_GROUP_ROWS = 65536
+DICTIONARY_PAGE_BYTES = 64 << 20
 
 _ROUTERS: dict[str, BatchRouter] = {}
 
@@ -79,6 +80,7 @@ def run_partition(
     totals = Totals(len(router.queues), len(router.bindings))
     rows_seen: dict[str, int] = {}
     clock = {"setup": setup_s, "read": 0.0, "route": 0.0, "write": 0.0}
+    cpu = time.process_time()
     try:
         mark = time.perf_counter()
         for batch in batches:
@@ -98,6 +100,7 @@ def run_partition(
         for writer in parts.values():
             writer.close()
     clock["write"] += time.perf_counter() - mark
+    clock["cpu"] = time.process_time() - cpu  # this Python process's CPU, to compare with wall
     manifest = totals.as_dict()
     manifest["seconds"] = clock
     manifest["files"] = {name: writer.files for name, writer in parts.items()}
@@ -143,7 +146,14 @@ class PartWriter:
         table = pa.Table.from_batches(self._pending)
         if self._writer is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = pq.ParquetWriter(self.path, table.schema)
+            self._writer = pq.ParquetWriter(
+                self.path,
+                table.schema,
+                # Read back as plain text columns, whatever Arrow type they were written from.
+                store_schema=False,
+                # Room for a batch's worth of message ids in one dictionary page.
+                dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
+            )
             self.files.append(self.path.name)
         self._writer.write_table(table)
         self.rows += table.num_rows
