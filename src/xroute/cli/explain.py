@@ -9,25 +9,13 @@ import click
 from rich.console import Console
 
 from xroute.cli import EXIT_OK, EXIT_UNROUTABLE, cli
-from xroute.cli.options import (
-    definitions_option,
-    header_option,
-    headers_from,
-    json_option,
-    load_topology,
-    vhost_option,
-)
+from xroute.cli.options import headers_from, load_topology, message_options
 from xroute.tools.explain import explain as explain_route
 from xroute.tools.explain import render_tree
 
 
 @cli.command()
-@definitions_option
-@vhost_option
-@click.option("--exchange", "-e", required=True, help="The exchange the message is published to.")
-@click.option("--key", "-k", default="", help="The routing key.")
-@header_option
-@json_option
+@message_options
 def explain(
     definitions: str,
     vhost: str | None,

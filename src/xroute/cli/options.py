@@ -45,6 +45,20 @@ header_option = click.option(
     help="A message header; VALUE is JSON if it parses, else text. Repeat for more.",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+exchange_option = click.option(
+    "--exchange", "-e", required=True, help="The exchange the message is published to."
+)
+key_option = click.option("--key", "-k", default="", help="The routing key.")
+
+
+def message_options(command):
+    """The options that describe one message to route: definitions, vhost, exchange, key,
+    headers and --json."""
+    for option in reversed(
+        [definitions_option, vhost_option, exchange_option, key_option, header_option, json_option]
+    ):
+        command = option(command)
+    return command
 
 
 def load_topology(definitions: str, vhost: str | None, engine: str | None = None) -> Topology:

@@ -8,23 +8,11 @@ import sys
 import click
 
 from xroute.cli import EXIT_OK, EXIT_UNROUTABLE, cli
-from xroute.cli.options import (
-    definitions_option,
-    header_option,
-    headers_from,
-    json_option,
-    load_topology,
-    vhost_option,
-)
+from xroute.cli.options import headers_from, load_topology, message_options
 
 
 @cli.command()
-@definitions_option
-@vhost_option
-@click.option("--exchange", "-e", required=True, help="The exchange the message is published to.")
-@click.option("--key", "-k", default="", help="The routing key.")
-@header_option
-@json_option
+@message_options
 def route(
     definitions: str,
     vhost: str | None,
