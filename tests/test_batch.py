@@ -95,7 +95,7 @@ def expected_routes(t: Topology, exchange: str, batch: list[tuple[Any, Any]]):
             if key is None:
                 raise InvalidRoutingKey(None, "the message has no routing key")
             found = t.route_message(
-                exchange, key, headers, observer=lambda _x, m, _v: matched.update(m)
+                exchange, key, headers, observer=lambda _x, m, _v, seen=matched: seen.update(m)
             )
         except XRouteError as error:
             results.append((type(error), str(error)))

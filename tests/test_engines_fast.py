@@ -404,3 +404,22 @@ def test_auto_waits_before_flattening_a_changed_trie(monkeypatch):
     batch = seed_keys(patterns, 20, seed=15)
     assert matcher.match_many(batch) == expected.match_many(batch)
     assert matcher.stats()["auto_kernel_batches"] == 0  # 20 keys < AUTO_FLATTEN_AFTER
+
+
+def test_dfa_walks_the_trie_while_its_automaton_thrashes():
+    # 40k distinct user keys against user_N.* bindings: every key is new to the automaton,
+    # so it fills up in fewer matches than it holds states and the engine bypasses it for a
+    # while; the answers stay those of the reference.
+    from xroute.engines.dfa import DfaEngine
+
+    engine = DfaEngine(max_states=16)
+    reference = TopicMatcher(engine="reference")
+    for n in range(60):
+        engine.add(("user_%d" % n, "*"), n)
+        reference.add(f"user_{n}.*", n)
+    keys = [f"user_{n}.sent" for n in range(60)] * 3
+    assert [engine.match(k) for k in keys] == reference.match_many(keys)
+    stats = engine.stats()
+    assert stats["dfa_resets"] >= 1
+    assert stats["dfa_bypassed_matches"] > 0
+    assert stats["dfa_states"] <= 16

@@ -41,8 +41,9 @@ class BatchRoutes:
 
     The queues of message ``i`` are ``queue_ids[offsets[i]:offsets[i + 1]]`` (no repeats, in
     no particular order), indices into `BatchRouter.queues`. A message in ``errors`` was
-    refused, with the error `Topology.route_message` raises for it, and has no queues. ``hits[b]`` counts the
-    messages that matched binding ``BatchRouter.bindings[b]`` at an exchange they visited.
+    refused, with the error `Topology.route_message` raises for it, and has no queues.
+    ``hits[b]`` counts the messages that matched binding ``BatchRouter.bindings[b]`` at an
+    exchange they visited.
     """
 
     offsets: np.ndarray
@@ -140,7 +141,9 @@ class BatchRouter:
         hits = np.zeros(len(self.bindings), dtype=np.int64)
         rows, queue_ids = self._walk(exchange, valid, np.flatnonzero(fast), checked, hits)
         if slow:
-            more_rows, more_ids = self._route_one_by_one(exchange, valid, headers, slow, errors, hits)
+            more_rows, more_ids = self._route_one_by_one(
+                exchange, valid, headers, slow, errors, hits
+            )
             rows, queue_ids = _unique_pairs(
                 np.concatenate([rows, more_rows]),
                 np.concatenate([queue_ids, more_ids]),
@@ -278,7 +281,9 @@ class BatchRouter:
         (group of each message, offsets and ids of each group's matches, id -> binding)."""
         if exchange.type == "headers":
             # Only the headers decide, and messages often share one table (the same object).
-            tables = [{}] * len(messages) if headers is None else [headers[m] for m in messages.tolist()]
+            tables = (
+                [{}] * len(messages) if headers is None else [headers[m] for m in messages.tolist()]
+            )
             key_of, distinct = _group_by_identity(tables)
             route = exchange.kind.route
             return (key_of, *self._flatten([route((), table) for table in distinct]))
@@ -297,7 +302,9 @@ class BatchRouter:
         offsets = np.zeros(len(found) + 1, dtype=np.int64)
         np.cumsum([len(bindings) for bindings in found], out=offsets[1:])
         ids = np.fromiter(
-            (index[b] for bindings in found for b in bindings), dtype=np.int64, count=int(offsets[-1])
+            (index[b] for bindings in found for b in bindings),
+            dtype=np.int64,
+            count=int(offsets[-1]),
         )
         return offsets, ids, self._identity
 
@@ -350,7 +357,9 @@ class BatchRouter:
         return np.array(rows, dtype=np.int64), np.array(queues, dtype=np.int64)
 
 
-def _unique_pairs(rows: np.ndarray, queues: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+def _unique_pairs(
+    rows: np.ndarray, queues: np.ndarray, count: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(message, queue) pairs without repeats, sorted by message."""
     codes = np.unique(rows * max(count, 1) + queues)
     return np.divmod(codes, max(count, 1))
@@ -381,7 +390,9 @@ def _group_by_identity(tables: list[Any]) -> tuple[np.ndarray, list[Any]]:
     return key_of, distinct
 
 
-def _expand(here, key_of, offsets, ids, to_binding, to_queue, to_exchange, hits, queue_stamp, exchange_stamp):  # noqa: E501
+def _expand(
+    here, key_of, offsets, ids, to_binding, to_queue, to_exchange, hits, queue_stamp, exchange_stamp
+):  # noqa: E501
     """One exchange step of the walk, per message ``here[i]`` with matches
     ``ids[offsets[key_of[i]]:offsets[key_of[i] + 1]]``: count each binding's hit, and record
     each queue and each next exchange once per message (the stamps hold the last message

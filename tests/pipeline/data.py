@@ -25,12 +25,24 @@ def definitions() -> dict[str, Any]:
     rng = random.Random(11)
     bindings: list[dict[str, Any]] = []
 
-    def bind(source: str, destination: str, key: str = "", arguments: dict | None = None,
-             kind: str = "queue") -> None:
-        bindings.append({"source": source, "destination": destination, "destination_type": kind,
-                         "routing_key": key, "arguments": arguments or {}})
+    def bind(
+        source: str,
+        destination: str,
+        key: str = "",
+        arguments: dict | None = None,
+        kind: str = "queue",
+    ) -> None:
+        bindings.append(
+            {
+                "source": source,
+                "destination": destination,
+                "destination_type": kind,
+                "routing_key": key,
+                "arguments": arguments or {},
+            }
+        )
 
-    for i in range(60):
+    for _ in range(60):
         words = [rng.choice(WORDS + ["*", "#"]) for _ in range(rng.randint(0, 4))]
         bind("topic", rng.choice(QUEUES[:8]), ".".join(words))
     bind("topic", "inner", "#.d", kind="exchange")
@@ -52,10 +64,14 @@ def definitions() -> dict[str, Any]:
         bind("headers", rng.choice(QUEUES[:8]), "", arguments)
     for key in ("a", "b", "c"):
         bind("multi", rng.choice(QUEUES[:8]), key)
-    exchange = lambda name, kind, **extra: {"name": name, "type": kind, "durable": True,  # noqa: E731
-                                            "auto_delete": False, **extra}
+
+    def exchange(name: str, kind: str, **extra: Any) -> dict[str, Any]:
+        return {"name": name, "type": kind, "durable": True, "auto_delete": False, **extra}
+
     return {
-        "queues": [{"name": q, "durable": True, "auto_delete": False, "arguments": {}} for q in QUEUES],
+        "queues": [
+            {"name": q, "durable": True, "auto_delete": False, "arguments": {}} for q in QUEUES
+        ],
         "exchanges": [
             exchange("topic", "topic", arguments={"alternate-exchange": "ae"}),
             exchange("ae", "fanout"),
@@ -69,8 +85,20 @@ def definitions() -> dict[str, Any]:
     }
 
 
-EXCHANGES = ["topic", "topic", "topic", "direct", "fanout", "headers", "headers", "multi", "",
-             "inner", "nope", None]
+EXCHANGES = [
+    "topic",
+    "topic",
+    "topic",
+    "direct",
+    "fanout",
+    "headers",
+    "headers",
+    "multi",
+    "",
+    "inner",
+    "nope",
+    None,
+]
 
 
 def messages(count: int, seed: int = 1) -> list[dict[str, Any]]:
@@ -87,7 +115,9 @@ def messages(count: int, seed: int = 1) -> list[dict[str, Any]]:
         if draw < 0.25 or exchange == "headers":
             headers = {
                 name: rng.choice(["sensor", "camera", 1, 1.0, True, "red"])
-                for name in rng.sample(["kind", "floor", "alarm", "x-tag", "present"], rng.randint(0, 3))
+                for name in rng.sample(
+                    ["kind", "floor", "alarm", "x-tag", "present"], rng.randint(0, 3)
+                )
             }
         if 0.25 <= draw < 0.32:
             headers = {"CC": [rng.choice(["a", "b.c", "d", "a.b"])]}
@@ -103,20 +133,29 @@ def messages(count: int, seed: int = 1) -> list[dict[str, Any]]:
             text = '{"CC": ["a"'
         elif bad < 0.08:
             text = json.dumps({"CC": "a.b"})
-        out.append({"message_id": f"m{i}", "exchange": exchange, "routing_key": key,
-                    "headers": text, "size": rng.randint(1, 100)})
+        out.append(
+            {
+                "message_id": f"m{i}",
+                "exchange": exchange,
+                "routing_key": key,
+                "headers": text,
+                "size": rng.randint(1, 100),
+            }
+        )
     return out
 
 
 def table(records: list[dict[str, Any]]) -> pa.Table:
     """The messages as an Arrow table, headers as JSON text."""
-    return pa.table({
-        "message_id": pa.array([r["message_id"] for r in records], pa.string()),
-        "exchange": pa.array([r["exchange"] for r in records], pa.string()),
-        "routing_key": pa.array([r["routing_key"] for r in records], pa.string()),
-        "headers": pa.array([r["headers"] for r in records], pa.string()),
-        "size": pa.array([r["size"] for r in records], pa.int64()),
-    })
+    return pa.table(
+        {
+            "message_id": pa.array([r["message_id"] for r in records], pa.string()),
+            "exchange": pa.array([r["exchange"] for r in records], pa.string()),
+            "routing_key": pa.array([r["routing_key"] for r in records], pa.string()),
+            "headers": pa.array([r["headers"] for r in records], pa.string()),
+            "size": pa.array([r["size"] for r in records], pa.int64()),
+        }
+    )
 
 
 @dataclass
@@ -130,11 +169,18 @@ class Expected:
 
     def counts(self, total: int) -> dict[str, int]:
         delivered = len({m for m, _ in self.deliveries})
-        return {"input": total, "delivered": delivered, "deliveries": len(self.deliveries),
-                "unroutable": len(self.unroutable), "rejected": len(self.rejected)}
+        return {
+            "input": total,
+            "delivered": delivered,
+            "deliveries": len(self.deliveries),
+            "unroutable": len(self.unroutable),
+            "rejected": len(self.rejected),
+        }
 
 
-def expected(topology: Topology, records: list[dict[str, Any]], default: str | None = None) -> Expected:
+def expected(
+    topology: Topology, records: list[dict[str, Any]], default: str | None = None
+) -> Expected:
     """Route each message with `Topology.route_message`, one by one."""
     result = Expected()
     for r in records:
@@ -154,13 +200,23 @@ def expected(topology: Topology, records: list[dict[str, Any]], default: str | N
             except ValueError:
                 raise InvalidHeaders("bad JSON") from None
             queues = topology.route_message(
-                exchange, r["routing_key"], headers, observer=lambda _x, m, _v: matched.update(m)
+                exchange,
+                r["routing_key"],
+                headers,
+                observer=lambda _x, m, _v, seen=matched: seen.update(m),
             )
         except XRouteError as error:
             result.rejected[mid] = type(error).__name__
             continue
         for b in matched:
-            result.hits[(b.source, b.destination.name, b.routing_key, json.dumps(b.arguments, sort_keys=True))] += 1
+            result.hits[
+                (
+                    b.source,
+                    b.destination.name,
+                    b.routing_key,
+                    json.dumps(b.arguments, sort_keys=True),
+                )
+            ] += 1
         if queues:
             result.deliveries.update((mid, q) for q in queues)
         else:

@@ -43,7 +43,9 @@ def wait_for(check, what: str, processes: list[subprocess.Popen], log: Path) -> 
     while time.monotonic() < deadline:
         for process in processes:
             if process.poll() is not None:
-                pytest.fail(f"{process.args[1]} exited with {process.returncode}: {log.read_text()[-2000:]}")
+                pytest.fail(
+                    f"{process.args[1]} exited with {process.returncode}: {log.read_text()[-2000:]}"
+                )
         try:
             if check():
                 return
@@ -68,26 +70,65 @@ def stop(process: subprocess.Popen) -> None:
 def standalone(tmp_path) -> Iterator[str]:
     """A master and one worker on loopback; yields the master URL."""
     port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
-           "SPARK_WORKER_DIR": str(tmp_path / "work"), "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_WORKER_DIR": str(tmp_path / "work"),
+        "PYSPARK_PYTHON": sys.executable,
+    }
     log = tmp_path / "cluster.log"
     started: list[subprocess.Popen] = []
     with log.open("wb") as sink:
         try:
-            started.append(subprocess.Popen(
-                [spark_class(), "org.apache.spark.deploy.master.Master",
-                 "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-                env=env, stdout=sink, stderr=sink, start_new_session=True,
-            ))
-            wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() is None,
-                     "the master", started, log)
+            started.append(
+                subprocess.Popen(
+                    [
+                        spark_class(),
+                        "org.apache.spark.deploy.master.Master",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--webui-port",
+                        str(ui),
+                    ],
+                    env=env,
+                    stdout=sink,
+                    stderr=sink,
+                    start_new_session=True,
+                )
+            )
+            wait_for(
+                lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() is None,
+                "the master",
+                started,
+                log,
+            )
             url = f"spark://127.0.0.1:{port}"
-            started.append(subprocess.Popen(
-                [spark_class(), "org.apache.spark.deploy.worker.Worker", url,
-                 "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
-                 "--webui-port", str(worker_ui), "--work-dir", str(tmp_path / "work")],
-                env=env, stdout=sink, stderr=sink, start_new_session=True,
-            ))
+            started.append(
+                subprocess.Popen(
+                    [
+                        spark_class(),
+                        "org.apache.spark.deploy.worker.Worker",
+                        url,
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "2",
+                        "--memory",
+                        "2g",
+                        "--webui-port",
+                        str(worker_ui),
+                        "--work-dir",
+                        str(tmp_path / "work"),
+                    ],
+                    env=env,
+                    stdout=sink,
+                    stderr=sink,
+                    start_new_session=True,
+                )
+            )
 
             def registered() -> bool:
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as page:
@@ -114,14 +155,36 @@ def test_cluster_run_equals_local_run(spark, standalone, tmp_path):
     local = tmp_path / "local"
     run_pipeline(
         spark,
-        PipelineOptions(definitions=str(tmp_path / "defs.json"), messages=str(source), out=str(local), engine="trie"),
+        PipelineOptions(
+            definitions=str(tmp_path / "defs.json"),
+            messages=str(source),
+            out=str(local),
+            engine="trie",
+        ),
     )
     remote = tmp_path / "remote"
     result = subprocess.run(
-        [sys.executable, "-c", "from xroute.cli import main; main()", "pipeline",
-         "--master", standalone, "-d", str(tmp_path / "defs.json"), "-m", str(source),
-         "-o", str(remote), "--no-progress", "--engine", "trie"],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-c",
+            "from xroute.cli import main; main()",
+            "pipeline",
+            "--master",
+            standalone,
+            "-d",
+            str(tmp_path / "defs.json"),
+            "-m",
+            str(source),
+            "-o",
+            str(remote),
+            "--no-progress",
+            "--engine",
+            "trie",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
         env={k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"},
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -57,9 +57,24 @@ def test_the_command_says_so_and_writes_nothing(tmp_path):
     env["PATH"] = str(tmp_path / "empty")
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-c", "from xroute.cli import main; main()", "pipeline",
-         "-d", "defs.json", "-m", "messages.parquet", "-o", str(out), "--no-progress"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-c",
+            "from xroute.cli import main; main()",
+            "pipeline",
+            "-d",
+            "defs.json",
+            "-m",
+            "messages.parquet",
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 2, result.stderr
     assert "xroute: error: Spark needs Java 17 or later" in result.stderr

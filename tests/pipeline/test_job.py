@@ -84,12 +84,19 @@ def test_invariant_and_summary(parquet_run, expected, dataset):
     c = summary["counts"]
     assert c["input"] == c["delivered"] + c["unroutable"] + c["rejected"] == COUNT
     assert sum(summary["queues"].values()) == c["deliveries"]
-    assert summary["messages_per_s"] > 0 and "Spark session start" in summary["messages_per_s_basis"]
+    assert (
+        summary["messages_per_s"] > 0 and "Spark session start" in summary["messages_per_s_basis"]
+    )
     # every binding is listed, those that never matched too
     bindings = Topology.from_definitions(str(dataset[0] / "defs.json")).bindings()
     assert len(summary["bindings"]) == len(bindings)
     hits = {
-        (b["source"], b["destination"], b["routing_key"], json.dumps(b["arguments"], sort_keys=True)): b["hits"]
+        (
+            b["source"],
+            b["destination"],
+            b["routing_key"],
+            json.dumps(b["arguments"], sort_keys=True),
+        ): b["hits"]
         for b in summary["bindings"]
     }
     assert {k: v for k, v in hits.items() if v} == dict(expected.hits)
@@ -121,6 +128,8 @@ def test_json_lines_and_csv_route_as_parquet(spark, dataset, parquet_run, tmp_pa
                 except ValueError:
                     pass  # malformed: stays text
             sink.write(json.dumps(row) + "\n")
+    (jsonl / "part-b.jsonl").write_text("this line is not JSON\n")  # rejected, whole
+
     def field(value) -> str:
         # RFC 4180, with a missing value as an empty unquoted field ("" is an empty string)
         if value is None:
@@ -139,11 +148,22 @@ def test_json_lines_and_csv_route_as_parquet(spark, dataset, parquet_run, tmp_pa
         out = tmp_path / f"out-{source.name}"
         summary = run_pipeline(
             spark,
-            PipelineOptions(definitions=str(folder / "defs.json"), messages=str(source), out=str(out)),
+            PipelineOptions(
+                definitions=str(folder / "defs.json"), messages=str(source), out=str(out)
+            ),
         )
         assert summary["format"] == ("json" if source == jsonl else "csv")
         assert delivered(out) == want, source
-        assert summary["counts"] == parquet_run[1]["counts"], source
+        counts = dict(parquet_run[1]["counts"])
+        if source == jsonl:
+            counts["input"] += 1
+            counts["rejected"] += 1
+            reasons = {r["message_id"]: r["reason"] for r in read(out, "rejected")}
+            assert (
+                reasons["part-b.jsonl:0"]
+                == "DatasetError: the record is not valid JSON: 'this line is not JSON'"
+            )
+        assert summary["counts"] == counts, source
 
 
 def test_generated_ids_name_file_and_row_and_are_stable(spark, dataset, tmp_path):
@@ -157,7 +177,10 @@ def test_generated_ids_name_file_and_row_and_are_stable(spark, dataset, tmp_path
     for name in ("first", "second"):
         out = tmp_path / name
         run_pipeline(
-            spark, PipelineOptions(definitions=str(folder / "defs.json"), messages=str(source), out=str(out))
+            spark,
+            PipelineOptions(
+                definitions=str(folder / "defs.json"), messages=str(source), out=str(out)
+            ),
         )
         runs.append((delivered(out), {r["message_id"] for r in read(out, "rejected")}))
     assert runs[0] == runs[1]
@@ -166,11 +189,16 @@ def test_generated_ids_name_file_and_row_and_are_stable(spark, dataset, tmp_path
     assert all(m.split(":")[0] in ("one.parquet", "two.parquet") for m in named)
     # the ids number the rows: the same routes as the Parquet run, with ids renamed
     position = {r["message_id"]: i for i, r in enumerate(records)}
+
     def rename(m: str) -> str:
         file, row = m.split(":")
         return f"m{int(row) + (1000 if file == 'two.parquet' else 0)}"
+
     assert {(rename(m), q) for m, q in runs[0][0]} == {
-        (m, q) for m, q in data.expected(Topology.from_definitions(str(folder / "defs.json")), records).deliveries
+        (m, q)
+        for m, q in data.expected(
+            Topology.from_definitions(str(folder / "defs.json")), records
+        ).deliveries
         if position[m] >= 0
     }
 
@@ -180,7 +208,11 @@ def test_existing_output_is_refused_then_replaced_with_overwrite(spark, dataset,
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.txt").write_text("keep me")
-    options = PipelineOptions(definitions=str(folder / "defs.json"), messages=str(folder / "messages.parquet"), out=str(out))
+    options = PipelineOptions(
+        definitions=str(folder / "defs.json"),
+        messages=str(folder / "messages.parquet"),
+        out=str(out),
+    )
     with pytest.raises(OutputExists, match="--overwrite"):
         run_pipeline(spark, options)
     assert (out / "old.txt").read_text() == "keep me"
@@ -206,7 +238,11 @@ def test_a_failed_run_leaves_no_output(spark, dataset, tmp_path, monkeypatch):
     with pytest.raises(PipelineFailed, match="disk full"):
         run_pipeline(
             spark,
-            PipelineOptions(definitions=str(folder / "defs.json"), messages=str(folder / "messages.parquet"), out=str(out)),
+            PipelineOptions(
+                definitions=str(folder / "defs.json"),
+                messages=str(folder / "messages.parquet"),
+                out=str(out),
+            ),
         )
     assert list(tmp_path.iterdir()) == []  # no DIR, no temporary folder
 
@@ -217,7 +253,12 @@ def test_a_dataset_without_routing_key_is_refused(spark, dataset, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(DatasetError, match="no 'routing_key' column"):
         run_pipeline(
-            spark, PipelineOptions(definitions=str(folder / "defs.json"), messages=str(tmp_path / "bad.parquet"), out=str(out))
+            spark,
+            PipelineOptions(
+                definitions=str(folder / "defs.json"),
+                messages=str(tmp_path / "bad.parquet"),
+                out=str(out),
+            ),
         )
     assert not out.exists()
 
@@ -228,6 +269,8 @@ def test_parts_of_failed_attempts_are_dropped(tmp_path):
     table = data.table(data.messages(5))
     pq.write_table(table, tmp_path / "deliveries" / "part-00000-0-aaa.parquet")
     pq.write_table(table, tmp_path / "deliveries" / "part-00000-1-bbb.parquet")  # a retry's twin
-    rows = job._keep_listed_files(tmp_path, {"deliveries": ["part-00000-1-bbb.parquet"], "unroutable": [], "rejected": []})
+    rows = job._keep_listed_files(
+        tmp_path, {"deliveries": ["part-00000-1-bbb.parquet"], "unroutable": [], "rejected": []}
+    )
     assert rows == {"deliveries": 5, "unroutable": 0, "rejected": 0}
     assert [p.name for p in (tmp_path / "deliveries").iterdir()] == ["part-00000-1-bbb.parquet"]

@@ -57,18 +57,35 @@ def definitions(workload: Workload) -> dict[str, Any]:
     patterns = seed_patterns(workload.bindings, seed=0)
     queues = [f"q{i}" for i in range(workload.queues)]
     return {
-        "queues": [{"name": q, "durable": True, "auto_delete": False, "arguments": {}} for q in queues],
-        "exchanges": [{"name": EXCHANGE, "type": "topic", "durable": True, "auto_delete": False,
-                       "internal": False, "arguments": {}}],
+        "queues": [
+            {"name": q, "durable": True, "auto_delete": False, "arguments": {}} for q in queues
+        ],
+        "exchanges": [
+            {
+                "name": EXCHANGE,
+                "type": "topic",
+                "durable": True,
+                "auto_delete": False,
+                "internal": False,
+                "arguments": {},
+            }
+        ],
         "bindings": [
-            {"source": EXCHANGE, "destination": queues[i % len(queues)], "destination_type": "queue",
-             "routing_key": pattern, "arguments": {}}
+            {
+                "source": EXCHANGE,
+                "destination": queues[i % len(queues)],
+                "destination_type": "queue",
+                "routing_key": pattern,
+                "arguments": {},
+            }
             for i, pattern in enumerate(patterns)
         ],
     }
 
 
-def ensure_workload(folder: Path, workload: Workload, say: Callable[[str], None] = print) -> tuple[Path, Path]:
+def ensure_workload(
+    folder: Path, workload: Workload, say: Callable[[str], None] = print
+) -> tuple[Path, Path]:
     """(definitions.json, messages.parquet) for ``workload`` under ``folder``, made once."""
     home = folder / workload.name
     defs, messages = home / "definitions.json", home / "messages.parquet"
@@ -85,9 +102,13 @@ def ensure_workload(folder: Path, workload: Workload, say: Callable[[str], None]
         for first in range(0, workload.messages, CHUNK):
             count = min(CHUNK, workload.messages - first)
             keys = seed_keys(patterns, count, seed=1 + first // CHUNK)
-            writer.write_table(pa.table({"routing_key": keys}, schema=schema), row_group_size=131072)
-            say(f"generated {first + count:,} / {workload.messages:,} keys "
-                f"({time.perf_counter() - started:.0f} s)")
+            writer.write_table(
+                pa.table({"routing_key": keys}, schema=schema), row_group_size=131072
+            )
+            say(
+                f"generated {first + count:,} / {workload.messages:,} keys "
+                f"({time.perf_counter() - started:.0f} s)"
+            )
     partial.replace(messages)
     return defs, messages
 
@@ -103,8 +124,14 @@ def run_spark(defs: Path, messages: Path, out: Path, master: str, engine: str) -
     try:
         summary = run_pipeline(
             spark,
-            PipelineOptions(definitions=str(defs), messages=str(messages), out=str(out),
-                            exchange=EXCHANGE, engine=engine, overwrite=True),
+            PipelineOptions(
+                definitions=str(defs),
+                messages=str(messages),
+                out=str(out),
+                exchange=EXCHANGE,
+                engine=engine,
+                overwrite=True,
+            ),
             session_start_s=session_start,
         )
     finally:
@@ -134,7 +161,11 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
         for batch in pq.ParquetFile(messages).iter_batches(batch_size=65536, columns=[KEY]):
             n = batch.num_rows
             yield pa.RecordBatch.from_arrays(
-                [batch.column(0), pa.array([uri] * n, pa.string()), pa.array(range(row, row + n), pa.int64())],
+                [
+                    batch.column(0),
+                    pa.array([uri] * n, pa.string()),
+                    pa.array(range(row, row + n), pa.int64()),
+                ],
                 names=[KEY, FILE_COLUMN, ROW_COLUMN],
             )
             row += n
@@ -155,13 +186,22 @@ def run_per_message(defs: Path, messages: Path, engine: str, count: int) -> dict
     from xroute.topology import Topology
 
     topology = Topology.from_definitions(str(defs), engine=engine)
-    keys = pq.ParquetFile(messages).read_row_group(0, columns=["routing_key"]).column(0).to_pylist()[:count]
+    keys = (
+        pq.ParquetFile(messages)
+        .read_row_group(0, columns=["routing_key"])
+        .column(0)
+        .to_pylist()[:count]
+    )
     route = topology.route
     started = time.perf_counter()
     for key in keys:  # the hot loop of `xroute bench pipeline`'s per-message figure
         route(EXCHANGE, key)
     wall = time.perf_counter() - started
-    return {"messages": len(keys), "wall_time_s": round(wall, 3), "messages_per_s": round(len(keys) / wall, 1)}
+    return {
+        "messages": len(keys),
+        "wall_time_s": round(wall, 3),
+        "messages_per_s": round(len(keys) / wall, 1),
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -189,8 +229,9 @@ def run_benchmark(
     results: dict[str, Any] = {
         "workload": asdict(workload),
         "engine": engine,
-        "command": f"xroute bench pipeline --messages {workload.messages} --queues {workload.queues} "
-                   f"--master {master}",
+        "command": f"xroute bench pipeline --messages {workload.messages} "
+        f"--queues {workload.queues} "
+        f"--master {master}",
         "machine_before": machine(),
     }
     say(f"Spark ({master}): {workload.messages:,} messages")
@@ -200,7 +241,9 @@ def run_benchmark(
     results["deliveries_per_message"] = round(counts["deliveries"] / max(counts["input"], 1), 2)
     if single:
         say("one Python process, the same file")
-        results["single_process"] = run_single_process(defs, messages, out / "single-output", engine)
+        results["single_process"] = run_single_process(
+            defs, messages, out / "single-output", engine
+        )
         if results["single_process"]["counts"]["deliveries"] != counts["deliveries"]:
             raise AssertionError("the single process and Spark disagree on the deliveries")
     if per_message:
@@ -245,20 +288,29 @@ def plot(results: dict[str, Any], path: Path) -> None:
     bars = rates.bar(labels, values, color=["#47a", "#a74", "#999"][: len(values)])
     rates.axhline(TARGET_MESSAGES_PER_S, color="#c33", linestyle="--", label="target 250,000/s")
     for bar, value in zip(bars, values):
-        rates.annotate(f"{value:,.0f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom")
+        rates.annotate(
+            f"{value:,.0f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom"
+        )
     rates.set_ylabel("messages per second")
     rates.legend()
     w = results["workload"]
-    rates.set_title(f"{w['messages']:,} messages, {w['bindings']:,} bindings, "
-                    f"{results['deliveries_per_message']} deliveries/message")
+    rates.set_title(
+        f"{w['messages']:,} messages, {w['bindings']:,} bindings, "
+        f"{results['deliveries_per_message']} deliveries/message"
+    )
     names = ["session start", *spark["phases_s"]]
     seconds = [spark["session_start_s"], *spark["phases_s"].values()]
     phases.barh(names, seconds, color="#85c")
     phases.invert_yaxis()
     phases.set_xlabel("seconds")
-    phases.set_title(f"Spark run: {spark['wall_time_s']:.1f} s after a {spark['session_start_s']:.1f} s session start")
+    phases.set_title(
+        f"Spark run: {spark['wall_time_s']:.1f} s "
+        f"after a {spark['session_start_s']:.1f} s session start"
+    )
     load = results["machine_before"]["load_average"][0]
-    figure.suptitle(f"xroute bench pipeline ({results['machine_before']['cpus']} cores, load {load} at start)")
+    figure.suptitle(
+        f"xroute bench pipeline ({results['machine_before']['cpus']} cores, load {load} at start)"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -12,20 +12,50 @@ from xroute.cli.bench import bench
 
 
 @bench.command("pipeline")
-@click.option("--messages", "count", type=click.IntRange(min=1), default=10_000_000, show_default=True,
-              help="Messages in the workload.")
-@click.option("--bindings", type=click.IntRange(min=1), default=10_000, show_default=True,
-              help="Binding keys of the seed mix.")
-@click.option("--queues", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Queues the bindings are spread over (sets deliveries per message).")
+@click.option(
+    "--messages",
+    "count",
+    type=click.IntRange(min=1),
+    default=10_000_000,
+    show_default=True,
+    help="Messages in the workload.",
+)
+@click.option(
+    "--bindings",
+    type=click.IntRange(min=1),
+    default=10_000,
+    show_default=True,
+    help="Binding keys of the seed mix.",
+)
+@click.option(
+    "--queues",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Queues the bindings are spread over (sets deliveries per message).",
+)
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option("--engine", default=None, help="Topic engine (default: the pipeline's).")
-@click.option("--data", type=click.Path(file_okay=False, path_type=Path), default=Path("data/bench-pipeline"),
-              show_default=True, help="Where the generated workload is cached.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench-results/pipeline"),
-              show_default=True, help="Folder for results.json and pipeline.png.")
-@click.option("--single/--no-single", default=True, show_default=True,
-              help="Also run the same job in one Python process.")
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/bench-pipeline"),
+    show_default=True,
+    help="Where the generated workload is cached.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results/pipeline"),
+    show_default=True,
+    help="Folder for results.json and pipeline.png.",
+)
+@click.option(
+    "--single/--no-single",
+    default=True,
+    show_default=True,
+    help="Also run the same job in one Python process.",
+)
 @click.option("--keep-outputs", is_flag=True, help="Keep the routed outputs (large).")
 def bench_pipeline(
     count: int,
@@ -43,28 +73,49 @@ def bench_pipeline(
 
     console = Console()
     results = run_benchmark(
-        Workload(count, bindings, queues), data, out, master=master, engine=engine, single=single,
-        keep_outputs=keep_outputs, say=lambda text: console.print(f"[dim]{text}"),
+        Workload(count, bindings, queues),
+        data,
+        out,
+        master=master,
+        engine=engine,
+        single=single,
+        keep_outputs=keep_outputs,
+        say=lambda text: console.print(f"[dim]{text}"),
     )
-    table = Table(title=f"xroute bench pipeline: {count:,} messages, {bindings:,} bindings, "
-                        f"{results['deliveries_per_message']} deliveries/message")
+    table = Table(
+        title=f"xroute bench pipeline: {count:,} messages, {bindings:,} bindings, "
+        f"{results['deliveries_per_message']} deliveries/message"
+    )
     table.add_column("run")
     table.add_column("wall time (s)", justify="right")
     table.add_column("messages/s", justify="right")
     spark = results["spark"]
-    table.add_row(f"Spark {spark['master']} end to end", f"{spark['wall_time_s']:.1f}",
-                  f"{spark['messages_per_s']:,.0f}")
+    table.add_row(
+        f"Spark {spark['master']} end to end",
+        f"{spark['wall_time_s']:.1f}",
+        f"{spark['messages_per_s']:,.0f}",
+    )
     table.add_row("  Spark session start (apart)", f"{spark['session_start_s']:.1f}", "")
     if "single_process" in results:
         one = results["single_process"]
-        table.add_row("one Python process", f"{one['wall_time_s']:.1f}", f"{one['messages_per_s']:,.0f}")
+        table.add_row(
+            "one Python process", f"{one['wall_time_s']:.1f}", f"{one['messages_per_s']:,.0f}"
+        )
     if "per_message_route" in results:
         each = results["per_message_route"]
-        table.add_row(f"Topology.route x {each['messages']:,}", f"{each['wall_time_s']:.1f}",
-                      f"{each['messages_per_s']:,.0f}")
+        table.add_row(
+            f"Topology.route x {each['messages']:,}",
+            f"{each['wall_time_s']:.1f}",
+            f"{each['messages_per_s']:,.0f}",
+        )
     console.print(table)
     for name, ok in results["met"].items():
-        console.print(f"{'met' if ok else 'NOT met'}: {name} (target {TARGET_MESSAGES_PER_S:,}/s)"
-                      if name == "spark_messages_per_s" else f"{'met' if ok else 'NOT met'}: {name}")
+        console.print(
+            f"{'met' if ok else 'NOT met'}: {name} (target {TARGET_MESSAGES_PER_S:,}/s)"
+            if name == "spark_messages_per_s"
+            else f"{'met' if ok else 'NOT met'}: {name}"
+        )
     load = results["machine_before"]["load_average"]
-    console.print(f"load average at start {load}; results in {out}/results.json and {out}/pipeline.png")
+    console.print(
+        f"load average at start {load}; results in {out}/results.json and {out}/pipeline.png"
+    )

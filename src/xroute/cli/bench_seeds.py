@@ -105,7 +105,14 @@ def seeds(
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--only") from None
     console = Console(stderr=True)
-    command = "xroute " + " ".join(shlex.quote(arg) for arg in sys.argv[1:]) if sys.argv[1:] else ""
+    command = " ".join(
+        ["xroute bench seeds"]
+        + (["--quick"] if quick else [])
+        + (["--with-rabbitmq"] if with_rabbitmq else [])
+        + ([f"--only {','.join(map(str, only))}"] if only else [])
+        + ([f"--scale {scale}"] if scale not in ("full", "quick") else [])
+        + [f"--out {shlex.quote(str(out))}"]
+    )
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

@@ -20,29 +20,47 @@ def _columns(text: str | None) -> tuple[str, ...]:
 
 @cli.command()
 @click.option(
-    "--definitions", "-d", required=True, type=click.Path(dir_okay=False),
+    "--definitions",
+    "-d",
+    required=True,
+    type=click.Path(dir_okay=False),
     help="A RabbitMQ definitions export (JSON).",
 )
 @click.option("--vhost", default=None, help="Virtual host to read (default: the only one).")
 @click.option(
-    "--messages", "-m", required=True, type=click.Path(),
+    "--messages",
+    "-m",
+    required=True,
+    type=click.Path(),
     help="The message dataset: a Parquet, JSON Lines or CSV file, or a folder of them.",
 )
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--exchange", "-e", default=None, help="Exchange for records with no 'exchange'.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["auto", "parquet", "json", "csv"]), default="auto",
-    show_default=True, help="Dataset format (auto: from the file suffixes).",
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "parquet", "json", "csv"]),
+    default="auto",
+    show_default=True,
+    help="Dataset format (auto: from the file suffixes).",
 )
-@click.option("--master", default=None, help="Spark master URL (default: local[*], or spark-submit's).")
-@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists.")
-@click.option("--keep-columns", default=None, metavar="A,B", help="Input columns to copy into deliveries.")
 @click.option(
-    "--engine", type=click.Choice(sorted(ENGINES)), default=PIPELINE_ENGINE, show_default=True,
+    "--master", default=None, help="Spark master URL (default: local[*], or spark-submit's)."
+)
+@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists.")
+@click.option(
+    "--keep-columns", default=None, metavar="A,B", help="Input columns to copy into deliveries."
+)
+@click.option(
+    "--engine",
+    type=click.Choice(sorted(ENGINES)),
+    default=PIPELINE_ENGINE,
+    show_default=True,
     help="Topic matching engine (the batch kernel suits a pipeline: many keys, fixed bindings).",
 )
 @click.option(
-    "--progress/--no-progress", default=None,
+    "--progress/--no-progress",
+    default=None,
     help="Show a progress bar (default: when stderr is a terminal).",
 )
 def pipeline(
@@ -89,4 +107,3 @@ def pipeline(
     for table in summary_tables(summary):
         console.print(table)
     console.print(f"outputs in {out}/: deliveries/ unroutable/ rejected/ summary.json summary.png")
-

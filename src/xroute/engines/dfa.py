@@ -38,6 +38,11 @@ DFA_MAX_STATES = 20_000
 # however few and large its states. Most of it is destination sets: at 10k bindings of the
 # seed mix a 5-word key matches about 225 of them.
 DFA_MAX_CELLS = 1_000_000
+# When the automaton fills up in fewer matches than it holds states, most keys are new to it
+# (40k distinct user keys, say) and building states costs more than it saves: like RE2 falling
+# back to its NFA, the engine then walks the trie for this many matches per state of the cap
+# before it tries the automaton again.
+DFA_BYPASS_FACTOR = 4
 
 
 class State:
@@ -74,6 +79,9 @@ class DfaEngine(TrieEngine):
         # literal word -> how many trie edges carry it; other words share `State.other`.
         self._vocabulary: dict[str, int] = {}
         self._resets = self._invalidated = self._built = 0
+        self._matches = self._matches_at_reset = 0
+        self._bypass = 0  # matches left to route by the plain trie walk
+        self._bypassed = 0
 
     # -- bindings ------------------------------------------------------------------------
     def add(self, words: Words, destination: Hashable) -> None:
@@ -101,6 +109,11 @@ class DfaEngine(TrieEngine):
 
     # -- matching (hot: `xroute bench engines` single-key dfa latency) ----------------------
     def match(self, key: str) -> frozenset:
+        self._matches += 1
+        if self._bypass:
+            self._bypass -= 1
+            self._bypassed += 1
+            return super().match(key)
         state = self._start or self._make_start()
         if key:
             dead = self._dead
@@ -131,6 +144,7 @@ class DfaEngine(TrieEngine):
             "dfa_states_built": self._built,
             "dfa_states_invalidated": self._invalidated,
             "dfa_resets": self._resets,
+            "dfa_bypassed_matches": self._bypassed,
         }
 
     # -- building --------------------------------------------------------------------------
@@ -184,13 +198,17 @@ class DfaEngine(TrieEngine):
             self._reset()
         return found_now
 
-    def _reset(self) -> None:
-        """Drop the whole automaton (bounded memory); the start state is rebuilt on demand."""
+    def _reset(self, full: bool = True) -> None:
+        """Drop the whole automaton; the start state is rebuilt on demand. ``full``: because
+        it reached its bound (not because bindings changed)."""
         self._states.clear()
         self._holding.clear()
         self._start = self._dead = None
         self._cells = 0
         self._resets += 1
+        if full and self._matches - self._matches_at_reset < self.max_states:
+            self._bypass = DFA_BYPASS_FACTOR * self.max_states  # thrashing: walk the trie
+        self._matches_at_reset = self._matches
 
     # -- invalidation ----------------------------------------------------------------------
     def _existing_path(self, words: Words) -> list[Node]:
@@ -218,7 +236,7 @@ class DfaEngine(TrieEngine):
             # Most states hold the node (a pattern starting with '#' reaches every state):
             # dropping all at once is cheaper than unlinking each from the reverse index.
             self._invalidated += len(doomed)
-            self._reset()
+            self._reset(full=False)
             return
         states = self._states
         for state in doomed:

@@ -6,6 +6,9 @@ message (docs/pipeline.md).
 - `transform`: the pure routing step, Arrow batches in and out;
 - `worker`: what each Spark task runs, writing its parts and a manifest;
 - `summary`: counts, per-queue and per-binding figures, as JSON, plot and tables;
+- `progress`: the progress bar, from Spark's status tracker;
+- `engine`: the topic engine a pipeline uses by default;
 - `job`: `run_pipeline`, the thin main that wires them and proves the invariant;
-- `sample`: the realistic sample that ``make run`` routes.
+- `sample`: the realistic sample that ``make run`` routes;
+- `submit`: the command line as a script for ``spark-submit``.
 """

@@ -28,8 +28,8 @@ QUEUE, REASON = "queue", "reason"
 # Columns the job adds to each record to name it when it has no message_id: its file, and
 # its row in that file (Parquet gives it; for text formats each file is read whole, in order).
 FILE_COLUMN, ROW_COLUMN = "_xroute_file", "_xroute_row"
-CORRUPT = "_corrupt_record"
-_EMPTY_MARK = "\u0001xroute-empty\u0001"  # a quoted empty CSV field, until it is made ""  # Spark's column for a JSON line that does not parse
+CORRUPT = "_corrupt_record"  # Spark's column for a JSON line that does not parse
+_EMPTY_MARK = "\u0001xroute-empty\u0001"  # a quoted empty CSV field, until it is made ""
 TASKS_PER_CORE = 4  # Parquet input is split into about this many tasks per core
 # For text formats: one task reads each file from its start, so rows can be counted.
 WHOLE_FILES = {
@@ -63,7 +63,8 @@ def detect_format(path: str, fmt: str = "auto") -> str:
         files = [
             p
             for p in target.rglob("*")
-            if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(target).parts)
+            if p.is_file()
+            and not any(part.startswith(("_", ".")) for part in p.relative_to(target).parts)
         ]
     found = {SUFFIXES.get(p.suffix.lower()) for p in files} - {None}
     if len(found) == 1:
@@ -115,14 +116,18 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
                 )
                 frame = frame.select(
                     *[
-                        F.when(F.col(f"`{c}`") == _EMPTY_MARK, F.lit("")).otherwise(F.col(f"`{c}`")).alias(c)
+                        F.when(F.col(f"`{c}`") == _EMPTY_MARK, F.lit(""))
+                        .otherwise(F.col(f"`{c}`"))
+                        .alias(c)
                         for c in frame.columns
                     ]
                 )
             row = F.lit(None).cast("long")
     except Exception as error:  # Spark's AnalysisException and friends: say it our way
         if type(error).__module__.startswith("pyspark"):
-            raise DatasetError(f"cannot read {fmt} dataset {path!r}: {_first_line(error)}", path) from None
+            raise DatasetError(
+                f"cannot read {fmt} dataset {path!r}: {_first_line(error)}", path
+            ) from None
         raise
     columns = tuple(frame.columns)
     frame = frame.select(

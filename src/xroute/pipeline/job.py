@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 
 from xroute.batch import BatchRouter
 from xroute.definitions import read_definitions
-from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.errors import OutputExists, PipelineFailed, XRouteError
 from xroute.pipeline import io
+from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
 from xroute.pipeline.summary import TOP_KEYS, build_summary, write_summary
 from xroute.pipeline.transform import Plan, route_batch
@@ -51,7 +51,9 @@ class PipelineOptions:
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
 
 
-def run_pipeline(spark: Any, options: PipelineOptions, session_start_s: float = 0.0) -> dict[str, Any]:
+def run_pipeline(
+    spark: Any, options: PipelineOptions, session_start_s: float = 0.0
+) -> dict[str, Any]:
     """Run the job on ``spark`` and return its summary (also written to DIR/summary.json)."""
     started = time.perf_counter()
     out = Path(options.out).absolute()
@@ -69,7 +71,7 @@ def run_pipeline(spark: Any, options: PipelineOptions, session_start_s: float = 
         counts, manifest = _route(spark, options, dataset, plan, definitions, temp, phases)
         mark = time.perf_counter()
         top_keys = _top_unroutable(temp, counts["unroutable"])
-        _write_empty_outputs(spark, dataset, plan, router, temp)
+        _write_empty_outputs(dataset, plan, router, temp)
         phases["unroutable_keys"] = time.perf_counter() - mark
         wall = time.perf_counter() - started
         summary = build_summary(
@@ -134,9 +136,9 @@ def _route(
             routed = dataset.frame.mapInArrow(partition_function(task, broadcast), MANIFEST_SCHEMA)
             manifests = [json.loads(row[0]) for row in routed.collect()]
             phases["route"] = time.perf_counter() - mark
-            # Counted apart from the routing, by Spark itself, for the invariant.
+            # Counted apart from the routing, for the invariant.
             mark = time.perf_counter()
-            read = dataset.frame.count()
+            read = _count_input(dataset)
             phases["count"] = time.perf_counter() - mark
     except XRouteError:
         raise
@@ -162,12 +164,30 @@ def _route(
     return counts, manifest
 
 
+def _count_input(dataset: io.Dataset) -> int:
+    """The dataset's records, counted without the routing: from the Parquet footers when the
+    files are local, else by Spark."""
+    if dataset.format == "parquet":
+        files = dataset.frame.inputFiles()
+        if all(name.startswith("file:") for name in files):
+            from urllib.parse import unquote, urlparse
+
+            return sum(
+                pq.ParquetFile(unquote(urlparse(name).path)).metadata.num_rows for name in files
+            )
+    return dataset.frame.count()
+
+
 def _set_read_settings(spark: Any, fmt: str) -> dict[str, str | None]:
     """Set how Spark splits the input for this job; the previous values, to restore."""
     if fmt == "parquet":
         # Several tasks per core even for a file of a few hundred MB: they balance better and
         # the progress bar moves (rows keep their numbers whatever the split).
-        wanted = {"spark.sql.files.minPartitionNum": str(io.TASKS_PER_CORE * spark.sparkContext.defaultParallelism)}
+        wanted = {
+            "spark.sql.files.minPartitionNum": str(
+                io.TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+            )
+        }
     else:
         wanted = dict(io.WHOLE_FILES)
     saved = {}
@@ -216,7 +236,9 @@ def _keep_listed_files(temp: Path, files: dict[str, list[str]]) -> dict[str, int
         listed = set(files[name])
         missing = listed - {p.name for p in folder.iterdir()}
         if missing:
-            raise PipelineFailed(f"{name}: parts named by the manifests are missing: {sorted(missing)[:3]}")
+            raise PipelineFailed(
+                f"{name}: parts named by the manifests are missing: {sorted(missing)[:3]}"
+            )
         total = 0
         for path in folder.iterdir():
             if path.name in listed:
@@ -232,11 +254,16 @@ def _check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
     if counts["input"] != counts["delivered"] + counts["unroutable"] + counts["rejected"]:
         problems.append("input != delivered + unroutable + rejected")
     if manifest["input"] != counts["input"]:
-        problems.append(f"the routing saw {manifest['input']} records, Spark counted {counts['input']}")
+        problems.append(
+            f"the routing saw {manifest['input']} records, Spark counted {counts['input']}"
+        )
     for name in OUTPUTS:
         if manifest["rows"][name] != counts[name]:
             problems.append(f"{name}: {manifest['rows'][name]} rows written, {counts[name]} found")
-    if counts["deliveries"] < counts["delivered"] or sum(manifest["queues"]) != counts["deliveries"]:
+    if (
+        counts["deliveries"] < counts["delivered"]
+        or sum(manifest["queues"]) != counts["deliveries"]
+    ):
         problems.append("deliveries do not add up to the per-queue counts")
     if problems:
         raise PipelineFailed(
@@ -260,9 +287,7 @@ def _top_unroutable(temp: Path, unroutable: int) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_KEYS]
 
 
-def _write_empty_outputs(
-    spark: Any, dataset: io.Dataset, plan: Plan, router: BatchRouter, temp: Path
-) -> None:
+def _write_empty_outputs(dataset: io.Dataset, plan: Plan, router: BatchRouter, temp: Path) -> None:
     """An output no task wrote to still gets one empty file, so that it reads with its schema."""
     empty_names = [name for name in OUTPUTS if not any((temp / name).iterdir())]
     if not empty_names:
@@ -273,7 +298,8 @@ def _write_empty_outputs(
     routed = route_batch(router, pa.RecordBatch.from_pylist([], schema=schema), plan)
     for name in empty_names:
         batch = getattr(routed, name)
-        pq.write_table(pa.Table.from_batches([batch], schema=batch.schema), temp / name / "part-empty.parquet")
+        table = pa.Table.from_batches([batch], schema=batch.schema)
+        pq.write_table(table, temp / name / "part-empty.parquet", store_schema=False)
 
 
 def _move_into_place(temp: Path, out: Path, overwrite: bool) -> None:

@@ -27,10 +27,28 @@ import pyarrow.parquet as pq
 
 USERS = 4000  # 2 bindings each on "users"
 FLOORS, ROOMS, SENSORS = 5, 10, 8
-ROOM_NAMES = ["bedroom", "kitchen", "bathroom", "hall", "office", "garage", "attic", "cellar",
-              "lounge", "nursery"][:ROOMS]
-SENSOR_NAMES = ["temperature", "humidity", "air_quality", "light", "motion", "door", "smoke",
-                "alarm"][:SENSORS]
+ROOM_NAMES = [
+    "bedroom",
+    "kitchen",
+    "bathroom",
+    "hall",
+    "office",
+    "garage",
+    "attic",
+    "cellar",
+    "lounge",
+    "nursery",
+][:ROOMS]
+SENSOR_NAMES = [
+    "temperature",
+    "humidity",
+    "air_quality",
+    "light",
+    "motion",
+    "door",
+    "smoke",
+    "alarm",
+][:SENSORS]
 SEVERITIES = ["critical", "error", "warning", "info", "debug"]
 SERVICES = ["db", "web", "cache", "queue", "auth", "billing", "search", "mail", "cdn", "dns"]
 MULTI_CLIENTS = 1700
@@ -51,14 +69,35 @@ def definitions() -> dict[str, Any]:
         return name
 
     def exchange(name: str, kind: str, **arguments: Any) -> None:
-        exchanges.append({"name": name, "vhost": "/", "type": kind, "durable": True,
-                          "auto_delete": False, "internal": False, "arguments": arguments})
+        exchanges.append(
+            {
+                "name": name,
+                "vhost": "/",
+                "type": kind,
+                "durable": True,
+                "auto_delete": False,
+                "internal": False,
+                "arguments": arguments,
+            }
+        )
 
-    def bind(source: str, destination: str, key: str = "", arguments: dict | None = None,
-             kind: str = "queue") -> None:
-        bindings.append({"source": source, "vhost": "/", "destination": destination,
-                         "destination_type": kind, "routing_key": key,
-                         "arguments": arguments or {}})
+    def bind(
+        source: str,
+        destination: str,
+        key: str = "",
+        arguments: dict | None = None,
+        kind: str = "queue",
+    ) -> None:
+        bindings.append(
+            {
+                "source": source,
+                "vhost": "/",
+                "destination": destination,
+                "destination_type": kind,
+                "routing_key": key,
+                "arguments": arguments or {},
+            }
+        )
 
     exchange("home", "topic", **{"alternate-exchange": "home.unrouted"})
     exchange("home.unrouted", "fanout")
@@ -84,10 +123,14 @@ def definitions() -> dict[str, Any]:
         name = queue(f"user_{n}")
         bind("users", name, f"user_{n}.*")
         bind("users", name, f"#.client_{n}.#")
-    for i, kind in enumerate(DEVICE_TYPES):
+    for kind in DEVICE_TYPES:
         for f in range(1, FLOORS + 1):
-            bind("devices", queue(f"devices.{kind}.floor_{f}"), "",
-                 {"x-match": "all", "type": kind, "floor": f})
+            bind(
+                "devices",
+                queue(f"devices.{kind}.floor_{f}"),
+                "",
+                {"x-match": "all", "type": kind, "floor": f},
+            )
         bind("devices", queue(f"devices.{kind}"), "", {"x-match": "any", "type": kind})
     bind("devices", queue("devices.alarms"), "", {"x-match": "any", "alarm": True, "smoke": True})
     for severity in SEVERITIES[:3]:
@@ -95,9 +138,16 @@ def definitions() -> dict[str, Any]:
             bind("alerts", queue(f"alerts.{service}.{severity}"), f"{severity}.{service}")
     for n in range(MULTI_CLIENTS):
         bind("multi", f"user_{n}", f"client_{n}")
-    return {"rabbit_version": "3.12.0", "vhosts": [{"name": "/"}], "queues": [
-        {"name": q, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}
-        for q in queues], "exchanges": exchanges, "bindings": bindings}
+    return {
+        "rabbit_version": "3.12.0",
+        "vhosts": [{"name": "/"}],
+        "queues": [
+            {"name": q, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}
+            for q in queues
+        ],
+        "exchanges": exchanges,
+        "bindings": bindings,
+    }
 
 
 def messages(count: int, seed: int = 7) -> pa.Table:
@@ -117,13 +167,15 @@ def messages(count: int, seed: int = 7) -> pa.Table:
     _malformed(rng, np.flatnonzero(kinds == len(MIX)), exchange, key, headers)
     start = np.datetime64("2024-05-01T00:00:00", "ms")
     sent_at = start + np.sort(rng.integers(0, 86_400_000, size=count)).astype("timedelta64[ms]")
-    return pa.table({
-        "exchange": pa.array(exchange.tolist(), pa.string()),
-        "routing_key": pa.array(key.tolist(), pa.string()),
-        "headers": pa.array(headers.tolist(), pa.string()),
-        "sent_at": pa.array(sent_at),
-        "size": pa.array(rng.integers(16, 4096, size=count), pa.int32()),
-    })
+    return pa.table(
+        {
+            "exchange": pa.array(exchange.tolist(), pa.string()),
+            "routing_key": pa.array(key.tolist(), pa.string()),
+            "headers": pa.array(headers.tolist(), pa.string()),
+            "sent_at": pa.array(sent_at),
+            "size": pa.array(rng.integers(16, 4096, size=count), pa.int32()),
+        }
+    )
 
 
 def _users(rng: np.random.Generator, n: int) -> tuple[list[str], list[Any]]:
@@ -132,7 +184,11 @@ def _users(rng: np.random.Generator, n: int) -> tuple[list[str], list[Any]]:
     style = rng.random(n)
     verbs = np.array(["inbox", "event", "status", "login", "logout"])[rng.integers(0, 5, size=n)]
     keys = [
-        f"user_{u}.{v}" if s < 0.65 else f"app.client_{u}.{v}" if s < 0.97 else f"user_{u}.{v}.extra"
+        f"user_{u}.{v}"
+        if s < 0.65
+        else f"app.client_{u}.{v}"
+        if s < 0.97
+        else f"user_{u}.{v}.extra"
         for u, v, s in zip(user.tolist(), verbs.tolist(), style.tolist())
     ]
     headers: list[Any] = [None] * n
@@ -177,10 +233,18 @@ def _multi(rng: np.random.Generator, n: int) -> tuple[list[str], list[Any]]:
     return keys, [None] * n
 
 
-_GENERATORS = {"users": _users, "home": _home, "devices": _devices, "alerts": _alerts, "multi": _multi}
+_GENERATORS = {
+    "users": _users,
+    "home": _home,
+    "devices": _devices,
+    "alerts": _alerts,
+    "multi": _multi,
+}
 
 
-def _malformed(rng: np.random.Generator, rows: np.ndarray, exchange: Any, key: Any, headers: Any) -> None:
+def _malformed(
+    rng: np.random.Generator, rows: np.ndarray, exchange: Any, key: Any, headers: Any
+) -> None:
     """Spread the malformed kinds over ``rows``."""
     kinds = rng.integers(0, 5, size=len(rows))
     for row, kind in zip(rows.tolist(), kinds.tolist()):
@@ -223,8 +287,10 @@ def main(argv: list[str] | None = None) -> None:
     count = int(args[1]) if len(args) > 1 else 1_000_000
     started = time.perf_counter()
     defs_path, messages_path = ensure_sample(folder, count)
-    print(f"sample: {defs_path} and {messages_path} ({count:,} messages; "
-          f"{time.perf_counter() - started:.1f} s)")
+    print(
+        f"sample: {defs_path} and {messages_path} ({count:,} messages; "
+        f"{time.perf_counter() - started:.1f} s)"
+    )
 
 
 if __name__ == "__main__":

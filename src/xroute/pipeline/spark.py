@@ -46,7 +46,9 @@ def java_version(java: str) -> int:
             [java, "-version"], capture_output=True, text=True, timeout=60, check=False
         )
     except OSError as error:
-        raise JavaUnavailable(f"cannot run Java at {java!r} ({error}); {INSTALL_HINT}", java) from None
+        raise JavaUnavailable(
+            f"cannot run Java at {java!r} ({error}); {INSTALL_HINT}", java
+        ) from None
     found = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
     if not found:
         raise JavaUnavailable(

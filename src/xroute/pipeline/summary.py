@@ -45,7 +45,10 @@ def build_summary(
         for b, h in zip(bindings, hits)
     ]
     return {
-        "counts": {k: int(counts[k]) for k in ("input", "delivered", "deliveries", "unroutable", "rejected")},
+        "counts": {
+            k: int(counts[k])
+            for k in ("input", "delivered", "deliveries", "unroutable", "rejected")
+        },
         "messages_per_s": round(counts["input"] / wall_time_s, 1) if wall_time_s > 0 else None,
         "messages_per_s_basis": RATE_BASIS,
         "wall_time_s": round(wall_time_s, 3),
@@ -140,7 +143,8 @@ def summary_tables(summary: dict[str, Any], rows: int = 10) -> list[Any]:
     ):
         outcome.add_row(label, f"{value:,}")
     outcome.add_row("wall time (s)", f"{summary['wall_time_s']:.2f}")
-    outcome.add_row("messages/s", f"{summary['messages_per_s'] or 0:,.0f}")
+    rate = summary["messages_per_s"] or 0
+    outcome.add_row("messages/s", f"{rate:,.0f}" if rate >= 100 else f"{rate:.2f}")
     outcome.add_row("Spark session start (s)", f"{summary['session_start_s']:.2f}")
     outcome.add_row("master / engine", f"{summary['master']} / {summary['engine']}")
     tables = [outcome]

@@ -77,11 +77,11 @@ def route_batch(
     # Faults found before routing; when a record has several, the one route_message would
     # raise first wins: the exchange, then the key, then the headers.
     errors: dict[int, XRouteError] = {}
-    unread: dict[int, XRouteError] = {}  # records whose text or headers JSON does not parse
-    if CORRUPT in names:
+    if CORRUPT in names:  # a line Spark could not parse has no fields at all: that is all
         for i in _flat(pc.is_valid(batch.column(CORRUPT))):
             text = batch.column(CORRUPT)[i].as_py()
-            unread[i] = DatasetError(f"the record is not valid JSON: {text[:80]!r}", text)
+            errors[i] = DatasetError(f"the record is not valid JSON: {text[:80]!r}", text)
+    unread: dict[int, XRouteError] = {}  # records whose headers JSON does not parse
     headers = _headers(batch.column(HEADERS), unread) if HEADERS in names else None
     keys = batch.column(KEY)
     hits = np.zeros(len(router.bindings), dtype=np.int64)
@@ -89,6 +89,10 @@ def route_batch(
     found_queues: list[np.ndarray] = []
     unroutable: list[np.ndarray] = []
     for exchange, rows in _groups(exchanges, errors):
+        if errors:
+            refused = np.zeros(size, dtype=bool)
+            refused[list(errors)] = True
+            rows = rows[~refused[rows]]
         try:
             router.route(exchange, [])  # the exchange itself: unknown, or internal
         except XRouteError as error:
@@ -126,7 +130,9 @@ def route_batch(
     delivery_rows, queue_ids = delivery_rows[order], queue_ids[order]
     rejected_rows = np.array(sorted(errors), dtype=np.int64)
     records = _records(batch, plan, message_ids, exchanges)
-    reasons = pa.array([f"{type(errors[r]).__name__}: {errors[r]}" for r in rejected_rows.tolist()], pa.string())
+    reasons = pa.array(
+        [f"{type(errors[r]).__name__}: {errors[r]}" for r in rejected_rows.tolist()], pa.string()
+    )
     return Routed(
         # Dictionary columns: a message's id is stored once per batch, however many queues
         # it reached, and Parquet writes them as dictionary pages without copying strings.
@@ -177,9 +183,7 @@ def _generated_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] 
     names = pa.array(
         [_relative(path, plan.root) for path in encoded.dictionary.to_pylist()], pa.string()
     )
-    return pc.binary_join_element_wise(
-        names.take(encoded.indices), rows.cast(pa.string()), ":"
-    )
+    return pc.binary_join_element_wise(names.take(encoded.indices), rows.cast(pa.string()), ":")
 
 
 _QUEUE_NAMES: dict[int, tuple[BatchRouter, pa.Array]] = {}
@@ -207,18 +211,23 @@ def _exchanges(batch: pa.RecordBatch, plan: Plan, size: int) -> pa.Array:
         if plan.default_exchange is not None and column.null_count:
             column = column.fill_null(plan.default_exchange)
         return column
-    return pa.array([plan.default_exchange] * size, pa.string())
+    # Every record goes to --exchange: one dictionary entry, no string per row.
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(size, dtype=np.int32)), pa.array([plan.default_exchange], pa.string())
+    )
 
 
 def _groups(exchanges: pa.Array, errors: dict[int, XRouteError]) -> list[tuple[str, np.ndarray]]:
     """(exchange, rows) for each exchange named in the batch; a null exchange is refused."""
-    encoded = exchanges.dictionary_encode()
+    encoded = exchanges if pa.types.is_dictionary(exchanges.type) else exchanges.dictionary_encode()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
     groups = []
     if encoded.indices.null_count:
         missing = np.flatnonzero(pc.is_null(encoded.indices).to_numpy(zero_copy_only=False))
         for r in missing.tolist():
-            errors[r] = UnknownExchange(None, "the record names no exchange and no --exchange was given")
+            errors.setdefault(
+                r, UnknownExchange(None, "the record names no exchange and no --exchange was given")
+            )
         codes = np.where(pc.is_null(encoded.indices).to_numpy(zero_copy_only=False), -1, codes)
     names = encoded.dictionary.to_pylist()
     if len(names) == 1:

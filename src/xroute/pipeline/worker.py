@@ -51,7 +51,9 @@ def router_for(task: Task, definitions: Any) -> BatchRouter:
     """The router of this topology in this worker process, built on first use."""
     router = _ROUTERS.get(task.token)
     if router is None:
-        topology = Topology.from_definitions(definitions.value, vhost=task.vhost, engine=task.engine)
+        topology = Topology.from_definitions(
+            definitions.value, vhost=task.vhost, engine=task.engine
+        )
         router = BatchRouter(topology)
         _ROUTERS.clear()  # one job at a time per worker: drop an older topology
         _ROUTERS[task.token] = router
@@ -145,7 +147,7 @@ class PartWriter:
             return
         table = pa.Table.from_batches(self._pending)
         if self._writer is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(exist_ok=True)  # never re-creates a job folder already removed
             self._writer = pq.ParquetWriter(
                 self.path,
                 table.schema,

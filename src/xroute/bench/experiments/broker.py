@@ -214,7 +214,7 @@ def _comparison(rows: list[dict[str, Any]]) -> dict:
     def at(kind: str) -> str:
         found = sorted((r for r in rows if r["exchange"] == kind), key=lambda r: r["bindings"])
         return "; ".join(
-            f"{r['bindings']:,} bindings: {r['routing_us_estimate']:.0f} µs "
+            f"{r['bindings']:,} bindings: {r['routing_us_estimate']:,.0f} µs "
             f"(xroute {r['xroute_us_per_route']:.1f} µs)"
             for r in found
         )

@@ -189,8 +189,11 @@ def _table(rows: list[dict[str, Any]], p: dict[str, Any]) -> dict:
         r = cell.get((name, n, k))
         if r is None or r["us_per_message"] is None:
             return None
-        value = round(r["us_per_message"], 2)
-        return f"{value} ({r['wrong']} wrong)" if r.get("wrong") else value
+        value = r["us_per_message"]
+        if not r.get("wrong"):
+            return value
+        shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+        return f"{shown} ({r['wrong']} wrong)"
 
     return table(
         "µs per message, by method (rows) and clients n / clients per message k (columns)",
