@@ -15,11 +15,6 @@ import amqp
 from urllib.parse import unquote, urlparse
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        item.add_marker(pytest.mark.conformance)
-
-
 @pytest.fixture(scope="session")
 def broker_url() -> str:
     url = os.environ.get("XROUTE_AMQP_URL")

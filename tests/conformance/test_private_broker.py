@@ -6,8 +6,11 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 import amqp
+import pytest
 
 from xroute.bench.rabbitmq import amqp_answers, private_broker
+
+pytestmark = pytest.mark.conformance
 
 
 def test_private_broker_starts_routes_and_stops():

@@ -14,6 +14,8 @@ import pytest
 
 from tests.conformance.broker import Mirror
 
+pytestmark = pytest.mark.conformance
+
 TOPIC_WORDS = ["a", "b", "c", ""]
 HEADER_NAMES = ["h1", "h2", "h3", "x-h"]
 # py-amqp sends str and bytes alike as long strings, so b"a" == "a" is checked too; it sends
