@@ -149,6 +149,7 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     from xroute.topology import Topology
 
     shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)  # the job folder; the writers add the output folders in it
     started = time.perf_counter()
     router = BatchRouter(Topology.from_definitions(str(defs), engine=engine))
     uri = messages.resolve().as_uri()

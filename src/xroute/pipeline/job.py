@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from xroute.batch import BatchRouter
 from xroute.definitions import read_definitions
+from xroute.engines import TopicMatcher
 from xroute.errors import OutputExists, PipelineFailed, XRouteError
 from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
@@ -58,9 +59,12 @@ def run_pipeline(
     started = time.perf_counter()
     out = Path(options.out).absolute()
     _refuse_existing(out, options.overwrite)
+    TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = read_definitions(options.definitions)
-    topology = Topology.from_definitions(definitions, vhost=options.vhost, engine=options.engine)
-    router = BatchRouter(topology)  # the numbering of queues and bindings the workers share
+    # Checks the definitions, and numbers the queues and bindings as the workers will; the
+    # driver routes nothing, so the engine with the cheapest build will do.
+    topology = Topology.from_definitions(definitions, vhost=options.vhost, engine="reference")
+    router = BatchRouter(topology)
     dataset = io.read_messages(spark, options.messages, options.format)
     io.check_columns(dataset, options.exchange, options.keep_columns)
     plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
