@@ -15,3 +15,12 @@ def test_every_error_is_an_xroute_error_with_a_docstring():
     for error in errors:
         assert issubclass(error, xroute.XRouteError)
         assert error.__doc__
+
+
+def test_every_error_class_is_exported():
+    import inspect
+
+    from xroute import errors
+
+    defined = {n for n, obj in inspect.getmembers(errors, inspect.isclass) if obj.__module__ == errors.__name__}
+    assert defined <= set(xroute.__all__)
