@@ -46,8 +46,12 @@ class TopicMatcher:
         self._refs: dict[Hashable, int] = {}
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
-        # An engine with a native batch path returns our ids directly (see match_many_ids).
+        # An engine with a native batch path returns our ids directly (see match_many_ids), so
+        # it needs them from the start; for the others they are kept only from the first batch
+        # call on, and a matcher used key by key never pays for them (about 12 MB at 100k
+        # destinations).
         hook = getattr(self._engine, "use_destination_ids", None)
+        self._ids_kept = hook is not None
         if hook is not None:
             hook(self._id_of)
 
@@ -122,6 +126,7 @@ class TopicMatcher:
         Every key is validated as by `match` (`InvalidRoutingKey`, naming the first bad one).
         """
         keys = _batch_keys(keys)
+        self._keep_ids()
         native = getattr(self._engine, "match_many_ids", None)
         if native is not None:
             found = native(keys)  # None: the engine prefers the generic path for this batch
@@ -137,6 +142,7 @@ class TopicMatcher:
         An id stays the same while its destination has at least one binding; the slot of a
         destination that lost its last binding holds None until a new destination reuses it.
         """
+        self._keep_ids()
         return list(self._by_id)
 
     def bindings(self) -> Iterator[tuple[str, Hashable]]:
@@ -156,7 +162,15 @@ class TopicMatcher:
     def __repr__(self) -> str:
         return f"TopicMatcher(engine={self.engine!r}, bindings={len(self)}, cache={self.cached})"
 
+    def _keep_ids(self) -> None:
+        if not self._ids_kept:
+            self._ids_kept = True
+            for _, destination in self._bindings:
+                self._count_destination(destination, +1)
+
     def _count_destination(self, destination: Hashable, delta: int) -> None:
+        if not self._ids_kept:
+            return
         refs = self._refs.get(destination, 0) + delta
         if refs > 0:
             self._refs[destination] = refs

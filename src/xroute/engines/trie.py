@@ -28,15 +28,16 @@ _SMALL = 8  # destinations kept in a tuple up to this many, in a set beyond
 class Node:
     """One trie node: the pattern prefix spelled by the edges from the root to it."""
 
-    __slots__ = ("children", "star", "hash", "is_hash", "destinations")
+    __slots__ = ("children", "star", "hash", "destinations")
+    # A node reached through a '#' edge may absorb any number of further words: such nodes
+    # are `HashNode`s (a class attribute, not a slot: 8 bytes less on each of 300k nodes).
+    is_hash = False
 
-    def __init__(self, is_hash: bool = False) -> None:
+    def __init__(self) -> None:
         # Literal children: a dict, or one (word, node) pair.
         self.children: dict[str, Node] | tuple[str, Node] = _NO_CHILDREN
         self.star: Node | None = None
         self.hash: Node | None = None
-        # A node reached through a '#' edge may absorb any number of further words.
-        self.is_hash = is_hash
         self.destinations: tuple[Hashable, ...] | set[Hashable] = ()
 
     def literal(self, word: str) -> Node | None:
@@ -103,6 +104,13 @@ class Node:
         return not (self.destinations or self.children or self.star or self.hash)
 
 
+class HashNode(Node):
+    """A node reached through a ``#`` edge."""
+
+    __slots__ = ()
+    is_hash = True
+
+
 def _with_hash_chain(node: Node | None, into: set[Node]) -> None:
     # A '#' may match zero words, so entering a node also enters its '#' child, and so on.
     while node is not None and node not in into:
@@ -145,7 +153,7 @@ class TrieEngine:
         for word in words:
             child = node.child(word)
             if child is None:
-                child = Node(is_hash=word == HASH)
+                child = HashNode() if word == HASH else Node()
                 if word == STAR:
                     node.star = child
                 elif word == HASH:
