@@ -11,8 +11,7 @@ import uuid
 
 import pytest
 
-import amqp
-from urllib.parse import unquote, urlparse
+from xroute.bench.rabbitmq import connect
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +27,7 @@ def broker_url() -> str:
 
 @pytest.fixture
 def channel(broker_url):
-    url = urlparse(broker_url)
-    connection = amqp.Connection(
-        host=f"{url.hostname or '127.0.0.1'}:{url.port or 5672}",
-        userid=unquote(url.username or "guest"),
-        password=unquote(url.password or "guest"),
-        virtual_host=unquote(url.path[1:]) if len(url.path) > 1 else "/",
-        confirm_publish=True,  # every publish waits for the broker's confirm
-    )
-    connection.connect()
+    connection = connect(broker_url)
     channel = connection.channel()
     yield channel
     connection.close()

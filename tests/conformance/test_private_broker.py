@@ -8,7 +8,7 @@ from urllib.parse import urlparse
 import amqp
 import pytest
 
-from xroute.bench.rabbitmq import amqp_answers, private_broker
+from xroute.bench.rabbitmq import amqp_answers, connect, private_broker
 
 pytestmark = pytest.mark.conformance
 
@@ -18,8 +18,7 @@ def test_private_broker_starts_routes_and_stops():
         where = urlparse(url)
         assert where.hostname == "127.0.0.1"
         assert amqp_answers("127.0.0.1", where.port)
-        connection = amqp.Connection(host=f"127.0.0.1:{where.port}", confirm_publish=True)
-        connection.connect()
+        connection = connect(url)
         channel = connection.channel()
         channel.queue_declare("xroute-private-check", exclusive=True, auto_delete=False)
         channel.basic_publish(amqp.Message(b"hello"), "", "xroute-private-check")

@@ -18,6 +18,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 START_TIMEOUT_S = 90  # a cold Erlang VM plus RabbitMQ's boot steps take 5-20 s here
@@ -67,6 +69,23 @@ def _server_binary() -> str:
     if not found:
         raise BrokerUnavailable("rabbitmq-server was installed but cannot be found")
     return found
+
+
+def connect(url: str) -> Any:
+    """A py-amqp connection to ``url`` with publisher confirms (each publish waits for its
+    confirm). py-amqp rather than pika: pika cannot send floats in a header table."""
+    import amqp
+
+    parsed = urlparse(url)
+    connection = amqp.Connection(
+        host=f"{parsed.hostname or '127.0.0.1'}:{parsed.port or 5672}",
+        userid=unquote(parsed.username or "guest"),
+        password=unquote(parsed.password or "guest"),
+        virtual_host=unquote(parsed.path[1:]) if len(parsed.path) > 1 else "/",
+        confirm_publish=True,
+    )
+    connection.connect()
+    return connection
 
 
 @contextlib.contextmanager

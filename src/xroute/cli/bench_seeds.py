@@ -64,7 +64,7 @@ def _numbers(ctx: click.Context, param: click.Parameter, value: str | None) -> l
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("bench-seeds"),
+    default=Path("bench-results/seeds"),
     show_default=True,
     help="Folder for results.json, the PNGs and REPORT.md.",
 )

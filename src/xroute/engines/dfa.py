@@ -21,7 +21,7 @@ state holds), the whole automaton is dropped instead, which is cheaper.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 from xroute.engines.base import EMPTY, Words, register
@@ -128,10 +128,6 @@ class DfaEngine(TrieEngine):
         if found is None:
             found = self._finish(state)
         return found
-
-    def match_many(self, keys: Sequence[str]) -> list[frozenset]:
-        match = self.match
-        return [match(key) for key in keys]
 
     def stats(self) -> dict[str, Any]:
         return {

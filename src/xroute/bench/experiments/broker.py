@@ -14,8 +14,8 @@ from __future__ import annotations
 import random
 import time
 from typing import Any
-from urllib.parse import unquote, urlparse
 
+from xroute.bench.rabbitmq import connect
 from xroute.bench.experiments.common import Context, Progress, seconds_per_item, table
 from xroute.bench.workload import random_word, seed_keys, seed_patterns
 from xroute.topology import Topology
@@ -49,22 +49,6 @@ PARAMETERS: dict[str, dict[str, Any]] = {
 def steps(scale: str) -> int:
     """How many progress steps `run` reports at this scale."""
     return 2 + 2 * len(PARAMETERS[scale]["sizes"])
-
-
-def connect(url: str) -> Any:
-    """A py-amqp connection with publisher confirms (each publish waits for its confirm)."""
-    import amqp
-
-    parsed = urlparse(url)
-    connection = amqp.Connection(
-        host=f"{parsed.hostname or '127.0.0.1'}:{parsed.port or 5672}",
-        userid=unquote(parsed.username or "guest"),
-        password=unquote(parsed.password or "guest"),
-        virtual_host=unquote(parsed.path[1:]) if len(parsed.path) > 1 else "/",
-        confirm_publish=True,
-    )
-    connection.connect()
-    return connection
 
 
 def _workload(kind: str, size: int, messages: int) -> tuple[list[str], list[str]]:
