@@ -41,20 +41,15 @@ def expected(dataset) -> data.Expected:
 def parquet_run(spark, dataset) -> tuple[Path, dict]:
     folder, _ = dataset
     out = folder / "out"
-    # Small splits, so that this small file is read as several tasks.
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "16k")
-    try:
-        summary = run_pipeline(
-            spark,
-            PipelineOptions(
-                definitions=str(folder / "defs.json"),
-                messages=str(folder / "messages.parquet"),
-                out=str(out),
-                keep_columns=("size",),
-            ),
-        )
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    summary = run_pipeline(
+        spark,
+        PipelineOptions(
+            definitions=str(folder / "defs.json"),
+            messages=str(folder / "messages.parquet"),
+            out=str(out),
+            keep_columns=("size",),
+        ),
+    )
     return out, summary
 
 
@@ -75,6 +70,7 @@ def test_deliveries_equal_topology_route(parquet_run, expected):
     assert rejected == expected.rejected
     assert summary["counts"] == expected.counts(COUNT)
     assert summary["partitions"] > 1
+    assert summary["reader"] == "pyarrow"  # auto's choice for Parquet
 
 
 def test_invariant_and_summary(parquet_run, expected, dataset):

@@ -9,9 +9,11 @@ ones match nearly everything), so nearly every message reaches every queue: the 
 queues sets the number of delivery rows per message.
 
 Measured in the same run, over the same Parquet file:
-- Spark (``local[2]`` by default): `run_pipeline`, session start reported apart;
-- one Python process: the same per-task code (`xroute.pipeline.worker.run_partition`: read,
-  route with `BatchRouter`, write the three outputs) over the file's batches, no Spark;
+- Spark (``local[2]`` by default): `run_pipeline`, session start reported apart; with the
+  job's own reader (pyarrow in the tasks), and again with Spark's JVM Parquet reader;
+- one Python process: the same per-task code (`xroute.pipeline.worker.run_partition`: read
+  with pyarrow, route with `BatchRouter`, write the three outputs) over the whole file, no
+  Spark;
 - for scale: `Topology.route` message by message on a slice of the keys.
 """
 
@@ -21,7 +23,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -113,7 +115,9 @@ def ensure_workload(
     return defs, messages
 
 
-def run_spark(defs: Path, messages: Path, out: Path, master: str, engine: str) -> dict[str, Any]:
+def run_spark(
+    defs: Path, messages: Path, out: Path, master: str, engine: str, reader: str = "auto"
+) -> dict[str, Any]:
     """The pipeline on Spark; its summary, with the session start measured apart."""
     from xroute.pipeline.job import PipelineOptions, run_pipeline
     from xroute.pipeline.spark import start_spark
@@ -130,6 +134,7 @@ def run_spark(defs: Path, messages: Path, out: Path, master: str, engine: str) -
                 out=str(out),
                 exchange=EXCHANGE,
                 engine=engine,
+                reader=reader,
                 overwrite=True,
             ),
             session_start_s=session_start,
@@ -141,9 +146,12 @@ def run_spark(defs: Path, messages: Path, out: Path, master: str, engine: str) -
 
 
 def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> dict[str, Any]:
-    """The same per-task code as a Spark task, over the whole file in this one process."""
+    """The same per-task code as a Spark task, reading the whole file as one split, in this
+    one process."""
     from xroute.batch import BatchRouter
     from xroute.pipeline.io import FILE_COLUMN, KEY, ROW_COLUMN
+    from xroute.pipeline.spark import ARROW_BATCH_ROWS
+    from xroute.pipeline.splits import plan_splits, read_split
     from xroute.pipeline.transform import Plan
     from xroute.pipeline.worker import OUTPUTS, Task, run_partition
     from xroute.topology import Topology
@@ -155,23 +163,11 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     uri = messages.resolve().as_uri()
     plan = Plan((KEY,), EXCHANGE, (), uri.rsplit("/", 1)[0])
     task = Task(plan, "single", None, engine, str(out))
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        # The columns Spark adds: the file, and each row's number in it.
-        row = 0
-        for batch in pq.ParquetFile(messages).iter_batches(batch_size=65536, columns=[KEY]):
-            n = batch.num_rows
-            yield pa.RecordBatch.from_arrays(
-                [
-                    batch.column(0),
-                    pa.array([uri] * n, pa.string()),
-                    pa.array(range(row, row + n), pa.int64()),
-                ],
-                names=[KEY, FILE_COLUMN, ROW_COLUMN],
-            )
-            row += n
-
-    manifest = json.loads(run_partition(task, router, batches()).column(0)[0].as_py())
+    # The schema Spark hands over for this file: its one text column, and the two it adds.
+    schema = pa.schema([(KEY, pa.string()), (FILE_COLUMN, pa.string()), (ROW_COLUMN, pa.int64())])
+    (whole,) = plan_splits([uri], [KEY], tasks=1)
+    batches = read_split(whole, schema, ARROW_BATCH_ROWS)
+    manifest = json.loads(run_partition(task, router, batches).column(0)[0].as_py())
     wall = time.perf_counter() - started
     rows = {name: manifest["rows"][name] for name in OUTPUTS}
     return {
@@ -217,6 +213,7 @@ def run_benchmark(
     master: str = "local[2]",
     engine: str | None = None,
     single: bool = True,
+    spark_reader: bool = True,
     per_message: int = 20_000,
     keep_outputs: bool = False,
     say: Callable[[str], None] = print,
@@ -240,6 +237,11 @@ def run_benchmark(
     results["spark"] = spark
     counts = spark["counts"]
     results["deliveries_per_message"] = round(counts["deliveries"] / max(counts["input"], 1), 2)
+    if spark_reader:
+        say(f"Spark ({master}) again, reading with Spark's own Parquet reader")
+        results["spark_own_reader"] = run_spark(
+            defs, messages, out / "spark-output", master, engine, reader="spark"
+        )
     if single:
         say("one Python process, the same file")
         results["single_process"] = run_single_process(
@@ -280,13 +282,16 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure, (rates, phases) = plt.subplots(1, 2, figsize=(13, 5))
     labels = [f"Spark {spark['master']}\nend to end"]
     values = [spark["messages_per_s"]]
+    if "spark_own_reader" in results:
+        labels.append("Spark, with Spark's\nParquet reader")
+        values.append(results["spark_own_reader"]["messages_per_s"])
     if "single_process" in results:
         labels.append("one Python process\n(same code, no Spark)")
         values.append(results["single_process"]["messages_per_s"])
     if "per_message_route" in results:
         labels.append("Topology.route\nmessage by message")
         values.append(results["per_message_route"]["messages_per_s"])
-    bars = rates.bar(labels, values, color=["#47a", "#a74", "#999"][: len(values)])
+    bars = rates.bar(labels, values, color=["#47a", "#8ac", "#a74", "#999"][: len(values)])
     rates.axhline(TARGET_MESSAGES_PER_S, color="#c33", linestyle="--", label="target 250,000/s")
     for bar, value in zip(bars, values):
         rates.annotate(

@@ -38,4 +38,14 @@ def main() -> None:
 
 
 # Each command lives in its own module and registers itself on `cli`.
-from xroute.cli import bench, bench_engines, bench_pipeline, bench_seeds, demo, explain, lint, pipeline, route  # noqa: E402,F401
+from xroute.cli import (  # noqa: F401
+    bench,
+    bench_engines,
+    bench_pipeline,
+    bench_seeds,
+    demo,
+    explain,
+    lint,
+    pipeline,
+    route,
+)

@@ -56,6 +56,12 @@ from xroute.cli.bench import bench
     show_default=True,
     help="Also run the same job in one Python process.",
 )
+@click.option(
+    "--spark-reader/--no-spark-reader",
+    default=True,
+    show_default=True,
+    help="Also run Spark with its own Parquet reader (--reader spark), for comparison.",
+)
 @click.option("--keep-outputs", is_flag=True, help="Keep the routed outputs (large).")
 def bench_pipeline(
     count: int,
@@ -66,6 +72,7 @@ def bench_pipeline(
     data: Path,
     out: Path,
     single: bool,
+    spark_reader: bool,
     keep_outputs: bool,
 ) -> None:
     """Messages/s of the Spark pipeline end to end, beside the same routing in one process."""
@@ -79,6 +86,7 @@ def bench_pipeline(
         master=master,
         engine=engine,
         single=single,
+        spark_reader=spark_reader,
         keep_outputs=keep_outputs,
         say=lambda text: console.print(f"[dim]{text}"),
     )
@@ -96,6 +104,13 @@ def bench_pipeline(
         f"{spark['messages_per_s']:,.0f}",
     )
     table.add_row("  Spark session start (apart)", f"{spark['session_start_s']:.1f}", "")
+    if "spark_own_reader" in results:
+        own = results["spark_own_reader"]
+        table.add_row(
+            "Spark, Spark's Parquet reader",
+            f"{own['wall_time_s']:.1f}",
+            f"{own['messages_per_s']:,.0f}",
+        )
     if "single_process" in results:
         one = results["single_process"]
         table.add_row(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-import click
 from rich.console import Console
 from rich.table import Table
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from xroute.cli import cli
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.splits import READERS
 
 
 def _columns(text: str | None) -> tuple[str, ...]:
@@ -59,6 +60,15 @@ def _columns(text: str | None) -> tuple[str, ...]:
     help="Topic matching engine (the batch kernel suits a pipeline: many keys, fixed bindings).",
 )
 @click.option(
+    "--reader",
+    type=click.Choice(READERS),
+    default="auto",
+    show_default=True,
+    help="Who reads Parquet input: each task with pyarrow (the input must be at the same path "
+    "on every executor, as the output folder already must be), or Spark's JVM reader. auto: "
+    "pyarrow for Parquet whose files all have the dataset's columns, Spark otherwise.",
+)
+@click.option(
     "--progress/--no-progress",
     default=None,
     help="Show a progress bar (default: when stderr is a terminal).",
@@ -74,6 +84,7 @@ def pipeline(
     overwrite: bool,
     keep_columns: str | None,
     engine: str,
+    reader: str,
     progress: bool | None,
 ) -> None:
     """Route every message of a dataset through a topology, on Spark.
@@ -97,6 +108,7 @@ def pipeline(
         keep_columns=_columns(keep_columns),
         engine=engine,
         vhost=vhost,
+        reader=reader,
         progress=sys.stderr.isatty() if progress is None else progress,
     )
     started = time.perf_counter()

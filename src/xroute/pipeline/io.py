@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from xroute.errors import DatasetError
 
@@ -87,6 +88,10 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
     uri = Path(path).resolve().as_uri()
     root = uri if Path(path).is_dir() else uri.rsplit("/", 1)[0]
     reader = spark.read
+    if not _partitioned(Path(path)):
+        # Files in plain subfolders (2026/01/part.parquet) are read too; Spark would refuse
+        # them, expecting key=value folders, which name columns and are left to it.
+        reader = reader.option("recursiveFileLookup", True)
     try:
         if fmt == "parquet":
             frame = reader.parquet(path)
@@ -175,6 +180,17 @@ def check_columns(
             )
         if name == MESSAGE_ID:
             raise DatasetError(f"{MESSAGE_ID!r} is always in deliveries; do not keep it", name)
+
+
+def _partitioned(path: Path) -> bool:
+    """Whether a dataset folder has Hive-style ``key=value`` subfolders."""
+    return path.is_dir() and any(p.is_dir() and "=" in p.name for p in path.rglob("*"))
+
+
+def local_path(uri: str) -> str:
+    """The path of a file URI, in any of the forms Spark writes (``file:/a%20b``,
+    ``file:///a%20b``)."""
+    return unquote(urlparse(uri).path)
 
 
 def _first_line(error: Exception) -> str:

@@ -25,13 +25,20 @@ import pyarrow.parquet as pq
 from xroute.batch import BatchRouter
 from xroute.definitions import read_definitions
 from xroute.engines import TopicMatcher
-from xroute.errors import OutputExists, PipelineFailed, XRouteError
+from xroute.errors import DatasetError, OutputExists, PipelineFailed, XRouteError
 from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
+from xroute.pipeline.splits import READERS, Split, plan_splits
 from xroute.pipeline.summary import TOP_KEYS, build_summary, write_summary
 from xroute.pipeline.transform import Plan, route_batch
-from xroute.pipeline.worker import MANIFEST_SCHEMA, OUTPUTS, Task, partition_function
+from xroute.pipeline.worker import (
+    MANIFEST_SCHEMA,
+    OUTPUTS,
+    Task,
+    partition_function,
+    split_function,
+)
 from xroute.topology import Topology
 
 
@@ -48,6 +55,7 @@ class PipelineOptions:
     keep_columns: tuple[str, ...] = ()
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
+    reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.splits`
     progress: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
 
@@ -68,11 +76,12 @@ def run_pipeline(
     dataset = io.read_messages(spark, options.messages, options.format)
     io.check_columns(dataset, options.exchange, options.keep_columns)
     plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
+    splits = _splits(spark, dataset, options.reader)
     temp = out.parent / f".{out.name}.xroute-{uuid.uuid4().hex[:12]}"
     temp.mkdir(parents=True)
     phases = {"prepare": time.perf_counter() - started}
     try:
-        counts, manifest = _route(spark, options, dataset, plan, definitions, temp, phases)
+        counts, manifest = _route(spark, options, dataset, plan, splits, definitions, temp, phases)
         mark = time.perf_counter()
         top_keys = _top_unroutable(temp, counts["unroutable"])
         _write_empty_outputs(dataset, plan, router, temp)
@@ -92,6 +101,7 @@ def run_pipeline(
             master=spark.sparkContext.master,
             extra={
                 "format": dataset.format,
+                "reader": "spark" if splits is None else "pyarrow",
                 "partitions": manifest["partitions"],
                 "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()},
                 # Summed over tasks: where the executors' Python time went.
@@ -119,11 +129,31 @@ def _token(definitions: dict[str, Any], options: PipelineOptions) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def _splits(spark: Any, dataset: io.Dataset, reader: str) -> list[Split] | None:
+    """The splits each task reads with pyarrow, or None where Spark reads the input."""
+    if reader not in READERS:
+        raise DatasetError(f"unknown reader {reader!r}; use {', '.join(READERS)}", reader)
+    if reader == "spark" or (reader == "auto" and dataset.format != "parquet"):
+        return None
+    if dataset.format != "parquet":
+        raise DatasetError(
+            f"--reader pyarrow reads Parquet only; this dataset is {dataset.format}", reader
+        )
+    tasks = io.TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+    try:
+        return plan_splits(dataset.frame.inputFiles(), dataset.columns, tasks)
+    except DatasetError:
+        if reader == "auto":
+            return None  # a dataset only Spark reads as it means (partition folders, say)
+        raise
+
+
 def _route(
     spark: Any,
     options: PipelineOptions,
     dataset: io.Dataset,
     plan: Plan,
+    splits: list[Split] | None,
     definitions: dict[str, Any],
     temp: Path,
     phases: dict[str, float],
@@ -137,8 +167,17 @@ def _route(
     try:
         with spark_progress(context, group, "routing", enabled=options.progress):
             mark = time.perf_counter()
-            routed = dataset.frame.mapInArrow(partition_function(task, broadcast), MANIFEST_SCHEMA)
-            manifests = [json.loads(row[0]) for row in routed.collect()]
+            route = partition_function(task, broadcast)
+            if splits is None:
+                routed = dataset.frame.mapInArrow(route, MANIFEST_SCHEMA)
+                manifests = [json.loads(row[0]) for row in routed.collect()]
+            else:
+                schema = _arrow_schema(dataset)
+                tasks = context.parallelize(splits, len(splits))
+                manifests = [
+                    json.loads(text)
+                    for text in tasks.mapPartitions(split_function(route, schema)).collect()
+                ]
             phases["route"] = time.perf_counter() - mark
             # Counted apart from the routing, for the invariant.
             mark = time.perf_counter()
@@ -174,11 +213,7 @@ def _count_input(dataset: io.Dataset) -> int:
     if dataset.format == "parquet":
         files = dataset.frame.inputFiles()
         if all(name.startswith("file:") for name in files):
-            from urllib.parse import unquote, urlparse
-
-            return sum(
-                pq.ParquetFile(unquote(urlparse(name).path)).metadata.num_rows for name in files
-            )
+            return sum(pq.ParquetFile(io.local_path(name)).metadata.num_rows for name in files)
     return dataset.frame.count()
 
 
@@ -296,14 +331,20 @@ def _write_empty_outputs(dataset: io.Dataset, plan: Plan, router: BatchRouter, t
     empty_names = [name for name in OUTPUTS if not any((temp / name).iterdir())]
     if not empty_names:
         return
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    schema = to_arrow_schema(dataset.frame.schema)
-    routed = route_batch(router, pa.RecordBatch.from_pylist([], schema=schema), plan)
+    routed = route_batch(
+        router, pa.RecordBatch.from_pylist([], schema=_arrow_schema(dataset)), plan
+    )
     for name in empty_names:
         batch = getattr(routed, name)
         table = pa.Table.from_batches([batch], schema=batch.schema)
         pq.write_table(table, temp / name / "part-empty.parquet", store_schema=False)
+
+
+def _arrow_schema(dataset: io.Dataset) -> pa.Schema:
+    """The Arrow schema of the batches Spark hands to ``mapInArrow`` for this dataset."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(dataset.frame.schema)
 
 
 def _move_into_place(temp: Path, out: Path, overwrite: bool) -> None:

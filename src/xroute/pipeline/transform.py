@@ -29,6 +29,7 @@ from xroute.pipeline.io import (
     QUEUE,
     REASON,
     ROW_COLUMN,
+    local_path,
 )
 
 
@@ -198,8 +199,10 @@ def _names(router: BatchRouter) -> pa.Array:
 
 
 def _relative(uri: str, root: str) -> str:
-    prefix = root.rstrip("/") + "/"
-    return uri[len(prefix) :] if uri.startswith(prefix) else uri.rsplit("/", 1)[-1]
+    """The file's path under the dataset's folder (Spark and `Path.as_uri` spell file URIs
+    differently, so both are compared as paths)."""
+    path, prefix = local_path(uri), local_path(root).rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
 
 
 def _exchanges(batch: pa.RecordBatch, plan: Plan, size: int) -> pa.Array:

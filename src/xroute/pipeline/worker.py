@@ -1,4 +1,5 @@
-"""The executor side of the job: the function `mapInArrow` runs on each partition.
+"""The executor side of the job: the function each task runs on its partition (Spark's
+`mapInArrow` batches, or `Split` s that the task reads itself).
 
 It routes every Arrow batch of its partition (`xroute.pipeline.transform`), writes the three
 outputs as Parquet parts into the job's temporary folder, and returns one row: a manifest of
@@ -24,6 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xroute.batch import BatchRouter
+from xroute.pipeline.spark import ARROW_BATCH_ROWS
+from xroute.pipeline.splits import Split, read_split
 from xroute.pipeline.transform import Plan, Routed, route_batch
 from xroute.topology import Topology
 
@@ -71,6 +74,21 @@ def partition_function(
         yield run_partition(task, router, batches, setup_s=time.perf_counter() - started)
 
     return route_partition
+
+
+def split_function(
+    route: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], schema: pa.Schema
+) -> Callable[[Iterator[Split]], Iterator[str]]:
+    """The function for ``RDD.mapPartitions`` over `Split` s: reads them with pyarrow as
+    ``schema`` and hands the batches to ``route`` (a `partition_function`); yields the
+    manifest as JSON text."""
+
+    def route_splits(splits: Iterator[Split]) -> Iterator[str]:
+        batches = (b for split in splits for b in read_split(split, schema, ARROW_BATCH_ROWS))
+        for manifest in route(batches):
+            yield manifest.column(0)[0].as_py()
+
+    return route_splits
 
 
 def run_partition(
