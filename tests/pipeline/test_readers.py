@@ -1,11 +1,12 @@
-"""The two ways of reading Parquet input: each task with pyarrow (`xroute.pipeline.splits`) or
+"""The two ways of reading Parquet input: each task with pyarrow (`xroute.pipeline.pyarrow_reader`) or
 Spark's JVM reader. Both must give the same records, so the same outputs, byte for byte in
 content and type; auto must fall back to Spark where pyarrow would read something else."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,27 +16,27 @@ import pytest
 from tests.pipeline import data
 from xroute.errors import DatasetError
 from xroute.pipeline.job import PipelineOptions, run_pipeline
-from xroute.pipeline.splits import plan_splits, read_split
+from xroute.pipeline.pyarrow_reader import plan_splits, read_split, survey
 
 
-def write_files(folder: Path, sizes: list[tuple[str, int, int]]) -> list[str]:
-    """Parquet files of ``rows`` one-column rows in row groups of ``group``; their URIs."""
-    uris = []
+def write_files(folder: Path, sizes: list[tuple[str, int, int]]) -> None:
+    """Parquet files of ``rows`` one-column rows in row groups of ``group``."""
     for name, rows, group in sizes:
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(
             pa.table({"routing_key": [f"{name}.{i}" for i in range(rows)]}),
-            path,
+            folder / name,
             row_group_size=group,
         )
-        uris.append(path.as_uri())
-    return uris
 
 
 def test_splits_cover_every_row_once_in_file_order(tmp_path):
-    uris = write_files(tmp_path, [("a.parquet", 1000, 100), ("b c.parquet", 250, 100)])
-    splits = plan_splits(uris, ["routing_key"], tasks=4)
+    write_files(tmp_path, [("a.parquet", 1000, 100), ("b c.parquet", 250, 100)])
+    (tmp_path / "_SUCCESS").write_text("")  # hidden, as Spark hides it
+    dataset = survey(str(tmp_path))
+    uris = [(tmp_path / name).as_uri() for name in ("a.parquet", "b c.parquet")]
+    assert [f.uri for f in dataset.footers] == uris
+    assert dataset.columns == ("routing_key",)
+    splits = plan_splits(dataset.footers, tasks=4)
     # about a quarter of the rows each, whole row groups, never across files
     assert [(s.uri, s.row_groups, s.first_row, s.rows) for s in splits] == [
         (uris[0], (0, 1, 2, 3), 0, 400),
@@ -62,22 +63,58 @@ def test_splits_cover_every_row_once_in_file_order(tmp_path):
     assert seen == expected
 
 
-def test_a_file_without_a_column_is_refused_by_name(tmp_path):
-    uris = write_files(tmp_path, [("a.parquet", 10, 5)])
-    with pytest.raises(DatasetError, match="has no column 'exchange'.*--reader spark"):
-        plan_splits(uris, ["routing_key", "exchange"], tasks=2)
+@pytest.mark.parametrize(
+    ("layout", "reason"),
+    [
+        ({"k=1/a.parquet": {"routing_key": ["x"]}}, "key=value folders"),
+        (
+            {"a.parquet": {"routing_key": ["x"]}, "b.parquet": {"routing_key": [1]}},
+            "different schemas",
+        ),
+        ({"a.parquet": {"routing_key": ["x"], "n": pa.array([1], pa.uint32())}}, "type uint32"),
+        ({"a.parquet": {"routing_key": ["x"], "t": pa.array([1], pa.timestamp("ns"))}}, "ns"),
+        ({"notes.txt": None}, "as Parquet"),
+    ],
+)
+def test_what_only_spark_reads_as_spark_does_is_refused_with_a_reason(tmp_path, layout, reason):
+    for name, columns in layout.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        if columns is None:
+            (tmp_path / name).write_text("not Parquet")
+        else:
+            pq.write_table(pa.table(columns), tmp_path / name)
+    with pytest.raises(DatasetError, match=reason):
+        survey(str(tmp_path))
 
 
 def varied_dataset(folder: Path) -> None:
-    """Files in nested folders (two share a name), no message ids, and columns whose Parquet
-    types Spark reads as other Arrow types (uint32, millisecond and naive timestamps, a map)."""
+    """Files in nested folders (two share a name), no message ids, and a column of each kind
+    of type the pyarrow reader maps to Spark's; Spark hands some over as other Arrow types than
+    pyarrow reads (naive millisecond timestamps, a dictionary as its values...)."""
     records = data.messages(900, seed=5)
     start = datetime(2026, 1, 2, 3, 4, 5)
     table = data.table(records).drop_columns(["message_id"])
     table = table.append_column(
         "sent_at", pa.array([start + timedelta(seconds=i) for i in range(900)], pa.timestamp("ms"))
     )
-    table = table.append_column("small", pa.array(range(900), pa.uint32()))
+    table = table.append_column("small", pa.array(range(900), pa.int16()))
+    table = table.append_column(
+        "at", pa.array([start + timedelta(hours=i) for i in range(900)], pa.timestamp("us", "UTC"))
+    )
+    table = table.append_column("day", pa.array([date(2026, 1, 1 + i % 28) for i in range(900)]))
+    table = table.append_column(
+        "price", pa.array([Decimal(i) / 100 for i in range(900)], pa.decimal128(9, 2))
+    )
+    table = table.append_column("raw", pa.array([bytes([i % 256]) for i in range(900)]))
+    table = table.append_column(
+        "tags", pa.array([["a", str(i)] if i % 4 else None for i in range(900)])
+    )
+    table = table.append_column(
+        "origin", pa.array([{"site": f"s{i % 3}", "rack": i % 5} for i in range(900)])
+    )
+    table = table.append_column(
+        "region", pa.array([("eu", "us")[i % 2] for i in range(900)]).dictionary_encode()
+    )
     table = table.append_column(
         "labels",
         pa.array(
@@ -94,7 +131,10 @@ def varied_dataset(folder: Path) -> None:
         pq.write_table(table.slice(first, stop - first), folder / part, row_group_size=70)
 
 
-def run(spark, folder: Path, out: Path, reader: str, keep=("sent_at", "small", "labels")) -> dict:
+KEPT = ("sent_at", "small", "labels", "at", "day", "price", "raw", "tags", "origin", "region")
+
+
+def run(spark, folder: Path, out: Path, reader: str, keep=KEPT) -> dict:
     (folder.parent / "defs.json").write_text(json.dumps(data.definitions()))
     return run_pipeline(
         spark,
@@ -151,7 +191,7 @@ def test_auto_leaves_partition_folders_to_spark(spark, tmp_path):
         folder = source / f"exchange={exchange}"
         folder.mkdir(parents=True)
         pq.write_table(table.take(rows).drop_columns(["exchange"]), folder / "part.parquet")
-    with pytest.raises(DatasetError, match="has no column 'exchange'"):
+    with pytest.raises(DatasetError, match="key=value folders"):
         run(spark, source, tmp_path / "forced", "pyarrow", keep=())
     summary = run(spark, source, tmp_path / "auto", "auto", keep=())
     assert summary["reader"] == "spark"

@@ -149,9 +149,8 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     """The same per-task code as a Spark task, reading the whole file as one split, in this
     one process."""
     from xroute.batch import BatchRouter
-    from xroute.pipeline.io import FILE_COLUMN, KEY, ROW_COLUMN
+    from xroute.pipeline.pyarrow_reader import arrow_schema, plan_splits, read_split, survey
     from xroute.pipeline.spark import ARROW_BATCH_ROWS
-    from xroute.pipeline.splits import plan_splits, read_split
     from xroute.pipeline.transform import Plan
     from xroute.pipeline.worker import OUTPUTS, Task, run_partition
     from xroute.topology import Topology
@@ -160,12 +159,11 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     out.mkdir(parents=True)  # the job folder; the writers add the output folders in it
     started = time.perf_counter()
     router = BatchRouter(Topology.from_definitions(str(defs), engine=engine))
-    uri = messages.resolve().as_uri()
-    plan = Plan((KEY,), EXCHANGE, (), uri.rsplit("/", 1)[0])
+    dataset = survey(str(messages))
+    plan = Plan(dataset.columns, EXCHANGE, (), dataset.root)
     task = Task(plan, "single", None, engine, str(out))
-    # The schema Spark hands over for this file: its one text column, and the two it adds.
-    schema = pa.schema([(KEY, pa.string()), (FILE_COLUMN, pa.string()), (ROW_COLUMN, pa.int64())])
-    (whole,) = plan_splits([uri], [KEY], tasks=1)
+    schema = arrow_schema(dataset, "UTC")
+    (whole,) = plan_splits(dataset.footers, tasks=1)
     batches = read_split(whole, schema, ARROW_BATCH_ROWS)
     manifest = json.loads(run_partition(task, router, batches).column(0)[0].as_py())
     wall = time.perf_counter() - started

@@ -12,7 +12,7 @@ from rich.console import Console
 from xroute.cli import cli
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.splits import READERS
+from xroute.pipeline.pyarrow_reader import READERS
 
 
 def _columns(text: str | None) -> tuple[str, ...]:

@@ -40,13 +40,43 @@ WHOLE_FILES = {
 
 
 @dataclass(frozen=True)
-class Dataset:
-    """A dataset as read: its DataFrame (with the two naming columns), format and columns."""
+class ParquetFooter:
+    """What a Parquet file's footer says of its rows."""
 
-    frame: Any
+    uri: str
+    row_groups: tuple[int, ...]  # the rows of each row group, in order
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset as read: its format, columns and schema, and either the DataFrame Spark reads
+    it as or, for the pyarrow reader, its Parquet footers (`xroute.pipeline.pyarrow_reader`)."""
+
     format: str
     columns: tuple[str, ...]  # the dataset's own columns, in order
     root: str  # the URI prefix stripped from file paths in generated message ids
+    schema: Any  # Spark's StructType of each record: the columns, then the two naming ones
+    frame: Any = None  # Spark's DataFrame of the records, with the two naming columns
+    footers: tuple[ParquetFooter, ...] = ()  # when the tasks read the files themselves
+
+
+def data_files(target: Path) -> list[Path]:
+    """The files of a dataset, as Spark lists them: the file itself, or every file under the
+    folder whose path has no part starting with ``_`` or ``.``, in path order."""
+    if target.is_file():
+        return [target]
+    return sorted(
+        p
+        for p in target.rglob("*")
+        if p.is_file()
+        and not any(part.startswith(("_", ".")) for part in p.relative_to(target).parts)
+    )
+
+
+def dataset_root(path: str) -> str:
+    """The URI that generated message ids name files under: the folder, or the file's own."""
+    uri = Path(path).resolve().as_uri()
+    return uri if Path(path).is_dir() else uri.rsplit("/", 1)[0]
 
 
 def detect_format(path: str, fmt: str = "auto") -> str:
@@ -58,16 +88,7 @@ def detect_format(path: str, fmt: str = "auto") -> str:
         if fmt not in FORMATS:
             raise DatasetError(f"unknown format {fmt!r}; use auto, {', '.join(FORMATS)}", path)
         return fmt
-    if target.is_file():
-        files = [target]
-    else:
-        files = [
-            p
-            for p in target.rglob("*")
-            if p.is_file()
-            and not any(part.startswith(("_", ".")) for part in p.relative_to(target).parts)
-        ]
-    found = {SUFFIXES.get(p.suffix.lower()) for p in files} - {None}
+    found = {SUFFIXES.get(p.suffix.lower()) for p in data_files(target)} - {None}
     if len(found) == 1:
         return found.pop()
     if not found:
@@ -85,10 +106,8 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
     from pyspark.sql.types import StringType, StructField, StructType
 
     fmt = detect_format(path, fmt)
-    uri = Path(path).resolve().as_uri()
-    root = uri if Path(path).is_dir() else uri.rsplit("/", 1)[0]
     reader = spark.read
-    if not _partitioned(Path(path)):
+    if not partitioned(Path(path)):
         # Files in plain subfolders (2026/01/part.parquet) are read too; Spark would refuse
         # them, expecting key=value folders, which name columns and are left to it.
         reader = reader.option("recursiveFileLookup", True)
@@ -140,7 +159,7 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
         F.col("_metadata.file_path").alias(FILE_COLUMN),
         row.alias(ROW_COLUMN),
     )
-    return Dataset(frame, fmt, columns, root)
+    return Dataset(fmt, columns, dataset_root(path), frame.schema, frame=frame)
 
 
 def check_columns(
@@ -150,7 +169,7 @@ def check_columns(
     from pyspark.sql.types import MapType, StringType
 
     columns = dataset.columns
-    types = {f.name: f.dataType for f in dataset.frame.schema.fields}
+    types = {f.name: f.dataType for f in dataset.schema.fields}
     if KEY not in columns:
         raise DatasetError(
             f"the dataset has no {KEY!r} column; its columns are {list(columns)}", KEY
@@ -182,7 +201,7 @@ def check_columns(
             raise DatasetError(f"{MESSAGE_ID!r} is always in deliveries; do not keep it", name)
 
 
-def _partitioned(path: Path) -> bool:
+def partitioned(path: Path) -> bool:
     """Whether a dataset folder has Hive-style ``key=value`` subfolders."""
     return path.is_dir() and any(p.is_dir() and "=" in p.name for p in path.rglob("*"))
 

@@ -29,7 +29,7 @@ from xroute.errors import DatasetError, OutputExists, PipelineFailed, XRouteErro
 from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
-from xroute.pipeline.splits import READERS, Split, plan_splits
+from xroute.pipeline.pyarrow_reader import READERS, arrow_schema, plan_splits, survey
 from xroute.pipeline.summary import TOP_KEYS, build_summary, write_summary
 from xroute.pipeline.transform import Plan, route_batch
 from xroute.pipeline.worker import (
@@ -55,7 +55,7 @@ class PipelineOptions:
     keep_columns: tuple[str, ...] = ()
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
-    reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.splits`
+    reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.pyarrow_reader`
     progress: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
 
@@ -73,18 +73,17 @@ def run_pipeline(
     # driver routes nothing, so the engine with the cheapest build will do.
     topology = Topology.from_definitions(definitions, vhost=options.vhost, engine="reference")
     router = BatchRouter(topology)
-    dataset = io.read_messages(spark, options.messages, options.format)
+    dataset = _read(spark, options)
     io.check_columns(dataset, options.exchange, options.keep_columns)
     plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
-    splits = _splits(spark, dataset, options.reader)
     temp = out.parent / f".{out.name}.xroute-{uuid.uuid4().hex[:12]}"
     temp.mkdir(parents=True)
     phases = {"prepare": time.perf_counter() - started}
     try:
-        counts, manifest = _route(spark, options, dataset, plan, splits, definitions, temp, phases)
+        counts, manifest = _route(spark, options, dataset, plan, definitions, temp, phases)
         mark = time.perf_counter()
         top_keys = _top_unroutable(temp, counts["unroutable"])
-        _write_empty_outputs(dataset, plan, router, temp)
+        _write_empty_outputs(_batch_schema(spark, dataset), plan, router, temp)
         phases["unroutable_keys"] = time.perf_counter() - mark
         wall = time.perf_counter() - started
         summary = build_summary(
@@ -101,7 +100,7 @@ def run_pipeline(
             master=spark.sparkContext.master,
             extra={
                 "format": dataset.format,
-                "reader": "spark" if splits is None else "pyarrow",
+                "reader": "spark" if dataset.frame is not None else "pyarrow",
                 "partitions": manifest["partitions"],
                 "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()},
                 # Summed over tasks: where the executors' Python time went.
@@ -129,23 +128,26 @@ def _token(definitions: dict[str, Any], options: PipelineOptions) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _splits(spark: Any, dataset: io.Dataset, reader: str) -> list[Split] | None:
-    """The splits each task reads with pyarrow, or None where Spark reads the input."""
-    if reader not in READERS:
-        raise DatasetError(f"unknown reader {reader!r}; use {', '.join(READERS)}", reader)
-    if reader == "spark" or (reader == "auto" and dataset.format != "parquet"):
-        return None
-    if dataset.format != "parquet":
+def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
+    """The dataset: surveyed for the tasks to read with pyarrow where that reader reads it as
+    Spark would (see `xroute.pipeline.pyarrow_reader`), else read by Spark."""
+    if options.reader not in READERS:
         raise DatasetError(
-            f"--reader pyarrow reads Parquet only; this dataset is {dataset.format}", reader
+            f"unknown reader {options.reader!r}; use {', '.join(READERS)}", options.reader
         )
-    tasks = io.TASKS_PER_CORE * spark.sparkContext.defaultParallelism
-    try:
-        return plan_splits(dataset.frame.inputFiles(), dataset.columns, tasks)
-    except DatasetError:
-        if reader == "auto":
-            return None  # a dataset only Spark reads as it means (partition folders, say)
-        raise
+    fmt = io.detect_format(options.messages, options.format)
+    if options.reader != "spark":
+        if fmt == "parquet":
+            try:
+                return survey(options.messages)
+            except DatasetError:
+                if options.reader == "pyarrow":
+                    raise
+        elif options.reader == "pyarrow":
+            raise DatasetError(
+                f"--reader pyarrow reads Parquet only; this dataset is {fmt}", options.reader
+            )
+    return io.read_messages(spark, options.messages, fmt)
 
 
 def _route(
@@ -153,7 +155,6 @@ def _route(
     options: PipelineOptions,
     dataset: io.Dataset,
     plan: Plan,
-    splits: list[Split] | None,
     definitions: dict[str, Any],
     temp: Path,
     phases: dict[str, float],
@@ -162,17 +163,20 @@ def _route(
     context = spark.sparkContext
     broadcast = context.broadcast(definitions)
     task = Task(plan, _token(definitions, options), options.vhost, options.engine, str(temp))
-    saved = _set_read_settings(spark, dataset.format)
+    saved = _set_read_settings(spark, dataset.format) if dataset.frame is not None else {}
     group = f"xroute-{uuid.uuid4().hex[:8]}"
     try:
         with spark_progress(context, group, "routing", enabled=options.progress):
             mark = time.perf_counter()
             route = partition_function(task, broadcast)
-            if splits is None:
+            if dataset.frame is not None:
                 routed = dataset.frame.mapInArrow(route, MANIFEST_SCHEMA)
                 manifests = [json.loads(row[0]) for row in routed.collect()]
             else:
-                schema = _arrow_schema(dataset)
+                schema = _batch_schema(spark, dataset)
+                splits = plan_splits(
+                    dataset.footers, io.TASKS_PER_CORE * context.defaultParallelism
+                )
                 tasks = context.parallelize(splits, len(splits))
                 manifests = [
                     json.loads(text)
@@ -210,6 +214,8 @@ def _route(
 def _count_input(dataset: io.Dataset) -> int:
     """The dataset's records, counted without the routing: from the Parquet footers when the
     files are local, else by Spark."""
+    if dataset.frame is None:
+        return sum(sum(footer.row_groups) for footer in dataset.footers)
     if dataset.format == "parquet":
         files = dataset.frame.inputFiles()
         if all(name.startswith("file:") for name in files):
@@ -326,25 +332,21 @@ def _top_unroutable(temp: Path, unroutable: int) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_KEYS]
 
 
-def _write_empty_outputs(dataset: io.Dataset, plan: Plan, router: BatchRouter, temp: Path) -> None:
+def _write_empty_outputs(schema: pa.Schema, plan: Plan, router: BatchRouter, temp: Path) -> None:
     """An output no task wrote to still gets one empty file, so that it reads with its schema."""
     empty_names = [name for name in OUTPUTS if not any((temp / name).iterdir())]
     if not empty_names:
         return
-    routed = route_batch(
-        router, pa.RecordBatch.from_pylist([], schema=_arrow_schema(dataset)), plan
-    )
+    routed = route_batch(router, pa.RecordBatch.from_pylist([], schema=schema), plan)
     for name in empty_names:
         batch = getattr(routed, name)
         table = pa.Table.from_batches([batch], schema=batch.schema)
         pq.write_table(table, temp / name / "part-empty.parquet", store_schema=False)
 
 
-def _arrow_schema(dataset: io.Dataset) -> pa.Schema:
-    """The Arrow schema of the batches Spark hands to ``mapInArrow`` for this dataset."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(dataset.frame.schema)
+def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:
+    """The Arrow schema of the batches the routing function gets, whichever reader."""
+    return arrow_schema(dataset, spark.conf.get("spark.sql.session.timeZone"))
 
 
 def _move_into_place(temp: Path, out: Path, overwrite: bool) -> None:

@@ -1,0 +1,230 @@
+"""Parquet input read by the Python workers themselves, in splits of whole row groups.
+
+Spark's own reader decodes Parquet in the JVM, turns the rows into Arrow and streams them to the
+Python worker over a socket; and before that, the driver's JVM reads the footers to learn the
+schema. On a 2-core machine that costs about as much CPU as the routing, and Spark lost to one
+Python process (docs/pipeline.md). With this reader the driver learns the dataset from the
+footers with pyarrow, cuts the files into splits, Spark schedules one task per split, and each
+task reads its row groups with pyarrow: the JVM moves a few hundred bytes per task, not the data.
+
+Both readers must give the same records, so the same outputs:
+- a split is a run of consecutive row groups of one file, so that its rows keep their numbers
+  in the file (for generated message ids) as Spark's ``_metadata.row_index`` numbers them;
+- the schema is Spark's, worked out from the Arrow types by Spark's own rules for Parquet, and
+  each batch is cast to the Arrow schema Spark would have handed to ``mapInArrow``;
+- a dataset this reader would read differently is refused with a reason (`survey`), and
+  ``--reader auto`` leaves it to Spark: ``key=value`` partition folders, files whose schemas
+  differ, and column types outside the plain ones mapped below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from xroute.errors import DatasetError
+from xroute.pipeline.io import (
+    FILE_COLUMN,
+    ROW_COLUMN,
+    Dataset,
+    ParquetFooter,
+    data_files,
+    dataset_root,
+    local_path,
+    partitioned,
+)
+
+READERS = ("auto", "pyarrow", "spark")
+_ASK_SPARK = "read this dataset with --reader spark"
+
+
+@dataclass(frozen=True)
+class Split:
+    """Consecutive row groups of one Parquet file: one task's input."""
+
+    path: str  # the file on a filesystem every executor sees at this path
+    uri: str  # the file as generated message ids name it (under the dataset's root)
+    row_groups: tuple[int, ...]
+    first_row: int  # the file's row number of the split's first row
+    rows: int
+
+
+def survey(path: str) -> Dataset:
+    """The Parquet dataset at ``path`` from its footers alone, for this reader; `DatasetError`
+    naming why when this reader would not read it as Spark does."""
+    target = Path(path)
+    if partitioned(target):
+        raise DatasetError(
+            f"{path!r} has key=value folders, whose names are columns: {_ASK_SPARK}", path
+        )
+    footers, first_schema, first_file = [], None, None
+    for file in data_files(target):
+        try:
+            source = pq.ParquetFile(file)
+        except (OSError, pa.ArrowException) as error:
+            raise DatasetError(
+                f"cannot read {str(file)!r} as Parquet: {error}", str(file)
+            ) from None
+        schema = source.schema_arrow
+        if first_schema is None:
+            first_schema, first_file = schema, file
+            _refuse_int96(source, file)
+        elif not schema.equals(first_schema):
+            raise DatasetError(
+                f"{str(file)!r} and {str(first_file)!r} have different schemas: {_ASK_SPARK}",
+                str(file),
+            )
+        metadata = source.metadata
+        footers.append(
+            ParquetFooter(
+                file.resolve().as_uri(),
+                tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)),
+            )
+        )
+    if first_schema is None:
+        raise DatasetError(f"{path!r} holds no Parquet file", path)
+    return Dataset(
+        format="parquet",
+        columns=tuple(first_schema.names),
+        root=dataset_root(path),
+        schema=spark_schema(first_schema),
+        footers=tuple(footers),
+    )
+
+
+def _refuse_int96(source: pq.ParquetFile, file: Path) -> None:
+    # pyarrow reads INT96 timestamps as naive, Spark as instants: the types would differ.
+    parquet = source.metadata.schema
+    for i in range(len(parquet)):
+        if parquet.column(i).physical_type == "INT96":
+            raise DatasetError(
+                f"{str(file)!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
+                str(file),
+            )
+
+
+def spark_schema(schema: pa.Schema) -> Any:
+    """Spark's StructType of the records, as its reader and the job's naming columns make it."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    if len(set(schema.names)) != len(schema.names):
+        raise DatasetError(f"the dataset has a repeated column name: {_ASK_SPARK}", "")
+    fields = [StructField(f.name, spark_type(f.type, f.name), True) for f in schema]
+    fields.append(StructField(FILE_COLUMN, StringType(), False))
+    fields.append(StructField(ROW_COLUMN, LongType(), False))
+    return StructType(fields)
+
+
+def spark_type(arrow: pa.DataType, column: str) -> Any:
+    """The Spark type Spark's Parquet reader gives a column that pyarrow reads as ``arrow``;
+    everything read from files is nullable, as Spark makes it."""
+    from pyspark.sql import types as T
+
+    plain = {
+        pa.string(): T.StringType(),
+        pa.large_string(): T.StringType(),
+        pa.binary(): T.BinaryType(),
+        pa.large_binary(): T.BinaryType(),
+        pa.bool_(): T.BooleanType(),
+        pa.int8(): T.ByteType(),
+        pa.int16(): T.ShortType(),
+        pa.int32(): T.IntegerType(),
+        pa.int64(): T.LongType(),
+        pa.float32(): T.FloatType(),
+        pa.float64(): T.DoubleType(),
+        pa.date32(): T.DateType(),
+    }
+    if arrow in plain:
+        return plain[arrow]
+    if pa.types.is_dictionary(arrow):
+        return spark_type(arrow.value_type, column)
+    if pa.types.is_decimal128(arrow):
+        return T.DecimalType(arrow.precision, arrow.scale)
+    if pa.types.is_timestamp(arrow) and arrow.unit in ("ms", "us"):
+        # Parquet's isAdjustedToUTC: an instant when pyarrow gives a time zone, else local time.
+        return T.TimestampType() if arrow.tz else T.TimestampNTZType()
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
+        return T.ArrayType(spark_type(arrow.value_type, column), True)
+    if pa.types.is_map(arrow):
+        key, item = spark_type(arrow.key_type, column), spark_type(arrow.item_type, column)
+        return T.MapType(key, item, True)
+    if pa.types.is_struct(arrow):
+        return T.StructType(
+            [T.StructField(f.name, spark_type(f.type, column), True) for f in arrow]
+        )
+    raise DatasetError(
+        f"column {column!r} has type {arrow}, which Spark reads by rules of its own: {_ASK_SPARK}",
+        column,
+    )
+
+
+def arrow_schema(dataset: Dataset, timezone: str) -> pa.Schema:
+    """The Arrow schema of the batches Spark hands to ``mapInArrow`` for this dataset
+    (``timezone``: the session's, which Spark gives its timestamps)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(dataset.schema, timezone=timezone)
+
+
+def plan_splits(footers: Sequence[ParquetFooter], tasks: int) -> list[Split]:
+    """Cut the files into about ``tasks`` splits of nearly equal rows; a row group is never
+    cut, and a split never spans two files."""
+    groups = []  # (uri, row group, first row in its file, rows)
+    for footer in footers:
+        first = 0
+        for index, rows in enumerate(footer.row_groups):
+            groups.append((footer.uri, index, first, rows))
+            first += rows
+    total = sum(g[3] for g in groups)
+    target = max(1, -(-total // max(1, tasks)))
+    splits: list[Split] = []
+    start, gathered = 0, 0  # the split being gathered: its first row group, its rows
+    for end, (uri, _, _, rows) in enumerate(groups, 1):
+        gathered += rows
+        if end == len(groups) or groups[end][0] != uri or gathered >= target:
+            splits.append(
+                Split(
+                    path=local_path(uri),
+                    uri=uri,
+                    row_groups=tuple(g[1] for g in groups[start:end]),
+                    first_row=groups[start][2],
+                    rows=gathered,
+                )
+            )
+            start, gathered = end, 0
+    return splits
+
+
+def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The split's records as Spark's reader would hand them to ``mapInArrow``: the dataset's
+    columns cast to ``schema``, then the file (one dictionary entry) and each row's number."""
+    columns = [f.name for f in schema if f.name not in (FILE_COLUMN, ROW_COLUMN)]
+    source = pq.ParquetFile(split.path)
+    file_name = pa.array([split.uri], pa.string())
+    row = split.first_row
+    for batch in source.iter_batches(
+        batch_size=batch_rows, row_groups=list(split.row_groups), columns=columns
+    ):
+        size = batch.num_rows
+        arrays = [_cast(batch.column(name), schema.field(name).type, name) for name in columns]
+        arrays.append(pa.DictionaryArray.from_arrays(pa.array(np.zeros(size, np.int32)), file_name))
+        arrays.append(pa.array(np.arange(row, row + size, dtype=np.int64)))
+        row += size
+        yield pa.RecordBatch.from_arrays(arrays, names=[*columns, FILE_COLUMN, ROW_COLUMN])
+
+
+def _cast(column: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:
+    if column.type == wanted:
+        return column
+    try:
+        return column.cast(wanted)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise DatasetError(
+            f"column {name!r} is {column.type}, which does not read as {wanted}: {error}", name
+        ) from None
