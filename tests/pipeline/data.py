@@ -23,35 +23,27 @@ QUEUES = [f"q{i}" for i in range(8)] + ["lost", "a.b", "inner.log"]
 def definitions() -> dict[str, Any]:
     """The test topology as a definitions export."""
     rng = random.Random(11)
-    bindings: list[dict[str, Any]] = []
-
-    def bind(
-        source: str,
-        destination: str,
-        key: str = "",
-        arguments: dict | None = None,
-        kind: str = "queue",
-    ) -> None:
-        bindings.append(
-            {
-                "source": source,
-                "destination": destination,
-                "destination_type": kind,
-                "routing_key": key,
-                "arguments": arguments or {},
-            }
-        )
-
+    topology = Topology(engine="reference")
+    for queue in QUEUES:
+        topology.declare_queue(queue)
+    topology.declare_exchange("topic", "topic", alternate_exchange="ae")
+    topology.declare_exchange("ae", "fanout")
+    topology.declare_exchange("inner", "topic", internal=True)
+    topology.declare_exchange("direct", "direct")
+    topology.declare_exchange("fanout", "fanout")
+    topology.declare_exchange("headers", "headers")
+    topology.declare_exchange("multi", "x-delimiter")
+    bind = topology.bind
     for _ in range(60):
         words = [rng.choice(WORDS + ["*", "#"]) for _ in range(rng.randint(0, 4))]
         bind("topic", rng.choice(QUEUES[:8]), ".".join(words))
-    bind("topic", "inner", "#.d", kind="exchange")
+    bind("topic", "inner", "#.d", destination_type="exchange")
     bind("inner", "inner.log", "#")
-    bind("inner", "topic", "a.#", kind="exchange")  # a cycle: topic -> inner -> topic
+    bind("inner", "topic", "a.#", destination_type="exchange")  # a cycle: topic, inner, topic
     bind("ae", "lost")
     for key in ("a", "b", "a.b", "c.d", ""):
         bind("direct", rng.choice(QUEUES[:8]), key)
-    bind("direct", "inner", "d", kind="exchange")
+    bind("direct", "inner", "d", destination_type="exchange")
     bind("fanout", "q1")
     bind("fanout", "q2")
     for arguments in (
@@ -64,25 +56,7 @@ def definitions() -> dict[str, Any]:
         bind("headers", rng.choice(QUEUES[:8]), "", arguments)
     for key in ("a", "b", "c"):
         bind("multi", rng.choice(QUEUES[:8]), key)
-
-    def exchange(name: str, kind: str, **extra: Any) -> dict[str, Any]:
-        return {"name": name, "type": kind, "durable": True, "auto_delete": False, **extra}
-
-    return {
-        "queues": [
-            {"name": q, "durable": True, "auto_delete": False, "arguments": {}} for q in QUEUES
-        ],
-        "exchanges": [
-            exchange("topic", "topic", arguments={"alternate-exchange": "ae"}),
-            exchange("ae", "fanout"),
-            exchange("inner", "topic", internal=True),
-            exchange("direct", "direct"),
-            exchange("fanout", "fanout"),
-            exchange("headers", "headers"),
-            exchange("multi", "x-delimiter"),
-        ],
-        "bindings": bindings,
-    }
+    return topology.to_definitions()
 
 
 EXCHANGES = [

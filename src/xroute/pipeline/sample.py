@@ -25,6 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from xroute.topology import Topology
+
 USERS = 4000  # 2 bindings each on "users"
 FLOORS, ROOMS, SENSORS = 5, 10, 8
 ROOM_NAMES = [
@@ -59,56 +61,26 @@ VERSION = 2  # bump when the generator changes, so a cached sample is rebuilt
 
 
 def definitions() -> dict[str, Any]:
-    """The sample topology as a RabbitMQ definitions export."""
-    queues: list[str] = []
-    exchanges: list[dict[str, Any]] = []
-    bindings: list[dict[str, Any]] = []
+    """The sample topology as a RabbitMQ definitions export of the whole broker."""
+    topology = Topology(engine="reference")  # checks every declaration as it is made
 
     def queue(name: str) -> str:
-        queues.append(name)
+        topology.declare_queue(name)
         return name
 
-    def exchange(name: str, kind: str, **arguments: Any) -> None:
-        exchanges.append(
-            {
-                "name": name,
-                "vhost": "/",
-                "type": kind,
-                "durable": True,
-                "auto_delete": False,
-                "internal": False,
-                "arguments": arguments,
-            }
-        )
+    def bind(source: str, destination: str, key: str = "", arguments: Any = None) -> None:
+        topology.bind(source, destination, key, arguments)
 
-    def bind(
-        source: str,
-        destination: str,
-        key: str = "",
-        arguments: dict | None = None,
-        kind: str = "queue",
-    ) -> None:
-        bindings.append(
-            {
-                "source": source,
-                "vhost": "/",
-                "destination": destination,
-                "destination_type": kind,
-                "routing_key": key,
-                "arguments": arguments or {},
-            }
-        )
-
-    exchange("home", "topic", **{"alternate-exchange": "home.unrouted"})
-    exchange("home.unrouted", "fanout")
-    exchange("alarms", "fanout")
-    exchange("users", "topic")
-    exchange("devices", "headers")
-    exchange("alerts", "direct")
-    exchange("multi", "x-delimiter")
+    topology.declare_exchange("home", "topic", alternate_exchange="home.unrouted")
+    topology.declare_exchange("home.unrouted", "fanout")
+    topology.declare_exchange("alarms", "fanout")
+    topology.declare_exchange("users", "topic")
+    topology.declare_exchange("devices", "headers")
+    topology.declare_exchange("alerts", "direct")
+    topology.declare_exchange("multi", "x-delimiter")
     bind("home.unrouted", queue("home.dead_letters"))
     bind("alarms", queue("alarms.log"))
-    bind("home", "alarms", "#.alarm", kind="exchange")
+    topology.bind("home", "alarms", "#.alarm", destination_type="exchange")
     for f in range(1, FLOORS + 1):
         bind("home", queue(f"floor_{f}.all"), f"floor_{f}.#")
         for room in ROOM_NAMES:
@@ -125,12 +97,8 @@ def definitions() -> dict[str, Any]:
         bind("users", name, f"#.client_{n}.#")
     for kind in DEVICE_TYPES:
         for f in range(1, FLOORS + 1):
-            bind(
-                "devices",
-                queue(f"devices.{kind}.floor_{f}"),
-                "",
-                {"x-match": "all", "type": kind, "floor": f},
-            )
+            arguments = {"x-match": "all", "type": kind, "floor": f}
+            bind("devices", queue(f"devices.{kind}.floor_{f}"), "", arguments)
         bind("devices", queue(f"devices.{kind}"), "", {"x-match": "any", "type": kind})
     bind("devices", queue("devices.alarms"), "", {"x-match": "any", "alarm": True, "smoke": True})
     for severity in SEVERITIES[:3]:
@@ -138,16 +106,11 @@ def definitions() -> dict[str, Any]:
             bind("alerts", queue(f"alerts.{service}.{severity}"), f"{severity}.{service}")
     for n in range(MULTI_CLIENTS):
         bind("multi", f"user_{n}", f"client_{n}")
-    return {
-        "rabbit_version": "3.12.0",
-        "vhosts": [{"name": "/"}],
-        "queues": [
-            {"name": q, "vhost": "/", "durable": True, "auto_delete": False, "arguments": {}}
-            for q in queues
-        ],
-        "exchanges": exchanges,
-        "bindings": bindings,
-    }
+    export = topology.to_definitions()
+    for section in ("queues", "exchanges", "bindings"):
+        for entry in export[section]:
+            entry["vhost"] = "/"
+    return {"rabbit_version": "3.12.0", "vhosts": [{"name": "/"}], **export}
 
 
 def messages(count: int, seed: int = 7) -> pa.Table:
