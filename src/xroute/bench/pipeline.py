@@ -278,16 +278,16 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     spark = results["spark"]
     figure, (rates, phases) = plt.subplots(1, 2, figsize=(13, 5))
-    labels = [f"Spark {spark['master']}\nend to end"]
+    labels = [f"Spark {spark['master']}\n(pyarrow reader)"]
     values = [spark["messages_per_s"]]
     if "spark_own_reader" in results:
-        labels.append("Spark, with Spark's\nParquet reader")
+        labels.append(f"Spark {spark['master']}\n(Spark's reader)")
         values.append(results["spark_own_reader"]["messages_per_s"])
     if "single_process" in results:
-        labels.append("one Python process\n(same code, no Spark)")
+        labels.append("one Python\nprocess, no Spark")
         values.append(results["single_process"]["messages_per_s"])
     if "per_message_route" in results:
-        labels.append("Topology.route\nmessage by message")
+        labels.append("Topology.route\none by one")
         values.append(results["per_message_route"]["messages_per_s"])
     bars = rates.bar(labels, values, color=["#47a", "#8ac", "#a74", "#999"][: len(values)])
     rates.axhline(TARGET_MESSAGES_PER_S, color="#c33", linestyle="--", label="target 250,000/s")
