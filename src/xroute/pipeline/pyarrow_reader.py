@@ -14,7 +14,7 @@ Both readers must give the same records, so the same outputs:
   each batch is cast to the Arrow schema Spark would have handed to ``mapInArrow``;
 - a dataset this reader would read differently is refused with a reason (`survey`), and
   ``--reader auto`` leaves it to Spark: ``key=value`` partition folders, files whose schemas
-  differ, and column types outside the plain ones mapped below.
+  differ, and column types outside the ones mapped below.
 """
 
 from __future__ import annotations
@@ -74,7 +74,6 @@ def survey(path: str) -> Dataset:
         schema = source.schema_arrow
         if first_schema is None:
             first_schema, first_file = schema, file
-            _refuse_int96(source, file)
         elif not schema.equals(first_schema):
             raise DatasetError(
                 f"{str(file)!r} and {str(first_file)!r} have different schemas: {_ASK_SPARK}",
@@ -96,17 +95,6 @@ def survey(path: str) -> Dataset:
         schema=spark_schema(first_schema),
         footers=tuple(footers),
     )
-
-
-def _refuse_int96(source: pq.ParquetFile, file: Path) -> None:
-    # pyarrow reads INT96 timestamps as naive, Spark as instants: the types would differ.
-    parquet = source.metadata.schema
-    for i in range(len(parquet)):
-        if parquet.column(i).physical_type == "INT96":
-            raise DatasetError(
-                f"{str(file)!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
-                str(file),
-            )
 
 
 def spark_schema(schema: pa.Schema) -> Any:
@@ -148,6 +136,7 @@ def spark_type(arrow: pa.DataType, column: str) -> Any:
         return T.DecimalType(arrow.precision, arrow.scale)
     if pa.types.is_timestamp(arrow) and arrow.unit in ("ms", "us"):
         # Parquet's isAdjustedToUTC: an instant when pyarrow gives a time zone, else local time.
+        # Nanoseconds (pandas' default, and INT96 as pyarrow reads it) are Spark's to judge.
         return T.TimestampType() if arrow.tz else T.TimestampNTZType()
     if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
         return T.ArrayType(spark_type(arrow.value_type, column), True)

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xroute.batch import BatchRouter
-from xroute.pipeline.spark import ARROW_BATCH_ROWS
 from xroute.pipeline.pyarrow_reader import Split, read_split
+from xroute.pipeline.spark import ARROW_BATCH_ROWS
 from xroute.pipeline.transform import Plan, Routed, route_batch
 from xroute.topology import Topology
 
