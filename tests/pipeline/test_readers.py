@@ -36,19 +36,19 @@ def test_splits_cover_every_row_once_in_file_order(tmp_path):
     uris = [(tmp_path / name).as_uri() for name in ("a.parquet", "b c.parquet")]
     assert [f.uri for f in dataset.footers] == uris
     assert dataset.columns == ("routing_key",)
-    splits = plan_splits(dataset.footers, tasks=4)
-    # about a quarter of the rows each, whole row groups, never across files
-    assert [(s.uri, s.row_groups, s.first_row, s.rows) for s in splits] == [
-        (uris[0], (0, 1, 2, 3), 0, 400),
-        (uris[0], (4, 5, 6, 7), 400, 400),
-        (uris[0], (8, 9), 800, 200),
-        (uris[1], (0, 1, 2), 0, 250),
+    plan = plan_splits(dataset.footers, tasks=4)
+    # about a quarter of the rows each, whole row groups, files shared where they end
+    assert [[(s.uri, s.row_groups, s.first_row, s.rows) for s in task] for task in plan] == [
+        [(uris[0], (0, 1, 2, 3), 0, 400)],
+        [(uris[0], (4, 5, 6, 7), 400, 400)],
+        [(uris[0], (8, 9), 800, 200), (uris[1], (0, 1), 0, 200)],
+        [(uris[1], (2,), 200, 50)],
     ]
     schema = pa.schema(
         [("routing_key", pa.string()), ("_xroute_file", pa.string()), ("_xroute_row", pa.int64())]
     )
     seen = []
-    for split in splits:
+    for split in [split for task in plan for split in task]:
         for batch in read_split(split, schema, batch_rows=64):
             assert batch.num_rows <= 64
             keys = batch.column("routing_key").to_pylist()
@@ -61,6 +61,15 @@ def test_splits_cover_every_row_once_in_file_order(tmp_path):
         for i in range(rows)
     ]
     assert seen == expected
+
+
+def test_many_small_files_share_tasks(tmp_path):
+    write_files(tmp_path, [(f"part-{i:03d}.parquet", 10, 10) for i in range(50)])
+    plan = plan_splits(survey(str(tmp_path)).footers, tasks=4)
+    assert [sum(s.rows for s in task) for task in plan] == [130, 130, 130, 110]
+    assert [s.uri for task in plan for s in task] == [
+        (tmp_path / f"part-{i:03d}.parquet").as_uri() for i in range(50)
+    ]
 
 
 @pytest.mark.parametrize(

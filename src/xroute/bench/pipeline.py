@@ -163,7 +163,7 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     plan = Plan(dataset.columns, EXCHANGE, (), dataset.root)
     task = Task(plan, "single", None, engine, str(out))
     schema = arrow_schema(dataset, "UTC")
-    (whole,) = plan_splits(dataset.footers, tasks=1)
+    ((whole,),) = plan_splits(dataset.footers, tasks=1)
     batches = read_split(whole, schema, ARROW_BATCH_ROWS)
     manifest = json.loads(run_partition(task, router, batches).column(0)[0].as_py())
     wall = time.perf_counter() - started

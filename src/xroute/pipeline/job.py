@@ -174,10 +174,10 @@ def _route(
                 manifests = [json.loads(row[0]) for row in routed.collect()]
             else:
                 schema = _batch_schema(spark, dataset)
-                splits = plan_splits(
+                inputs = plan_splits(
                     dataset.footers, io.TASKS_PER_CORE * context.defaultParallelism
                 )
-                tasks = context.parallelize(splits, len(splits))
+                tasks = context.parallelize(inputs, len(inputs))
                 manifests = [
                     json.loads(text)
                     for text in tasks.mapPartitions(split_function(route, schema)).collect()

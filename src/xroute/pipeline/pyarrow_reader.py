@@ -4,8 +4,8 @@ Spark's own reader decodes Parquet in the JVM, turns the rows into Arrow and str
 Python worker over a socket; and before that, the driver's JVM reads the footers to learn the
 schema. On a 2-core machine that costs about as much CPU as the routing, and Spark lost to one
 Python process (docs/pipeline.md). With this reader the driver learns the dataset from the
-footers with pyarrow, cuts the files into splits, Spark schedules one task per split, and each
-task reads its row groups with pyarrow: the JVM moves a few hundred bytes per task, not the data.
+footers with pyarrow and cuts the files into splits of row groups, Spark schedules a task for
+each few splits, and each task reads its row groups with pyarrow: the JVM moves a few hundred bytes per task, not the data.
 
 Both readers must give the same records, so the same outputs:
 - a split is a run of consecutive row groups of one file, so that its rows keep their numbers
@@ -46,7 +46,7 @@ _ASK_SPARK = "read this dataset with --reader spark"
 
 @dataclass(frozen=True)
 class Split:
-    """Consecutive row groups of one Parquet file: one task's input."""
+    """Consecutive row groups of one Parquet file, read by one task."""
 
     path: str  # the file on a filesystem every executor sees at this path
     uri: str  # the file as generated message ids name it (under the dataset's root)
@@ -161,33 +161,36 @@ def arrow_schema(dataset: Dataset, timezone: str) -> pa.Schema:
     return to_arrow_schema(dataset.schema, timezone=timezone)
 
 
-def plan_splits(footers: Sequence[ParquetFooter], tasks: int) -> list[Split]:
-    """Cut the files into about ``tasks`` splits of nearly equal rows; a row group is never
-    cut, and a split never spans two files."""
-    groups = []  # (uri, row group, first row in its file, rows)
+def plan_splits(footers: Sequence[ParquetFooter], tasks: int) -> list[tuple[Split, ...]]:
+    """The input of about ``tasks`` tasks of nearly equal rows: each the splits it reads, in
+    file order. A row group is never cut; many small files share a task."""
+    target = max(1, -(-sum(sum(f.row_groups) for f in footers) // max(1, tasks)))
+    plan: list[tuple[Split, ...]] = []
+    current: list[Split] = []
+    gathered = 0  # rows of the task being gathered
+
+    def close(footer: ParquetFooter, groups: list[int], first_row: int, rows: int) -> None:
+        if groups:
+            path = local_path(footer.uri)
+            current.append(Split(path, footer.uri, tuple(groups), first_row, rows))
+
     for footer in footers:
-        first = 0
-        for index, rows in enumerate(footer.row_groups):
-            groups.append((footer.uri, index, first, rows))
-            first += rows
-    total = sum(g[3] for g in groups)
-    target = max(1, -(-total // max(1, tasks)))
-    splits: list[Split] = []
-    start, gathered = 0, 0  # the split being gathered: its first row group, its rows
-    for end, (uri, _, _, rows) in enumerate(groups, 1):
-        gathered += rows
-        if end == len(groups) or groups[end][0] != uri or gathered >= target:
-            splits.append(
-                Split(
-                    path=local_path(uri),
-                    uri=uri,
-                    row_groups=tuple(g[1] for g in groups[start:end]),
-                    first_row=groups[start][2],
-                    rows=gathered,
-                )
-            )
-            start, gathered = end, 0
-    return splits
+        groups, first_row, rows, row = [], 0, 0, 0
+        for index, size in enumerate(footer.row_groups):
+            if not groups:
+                first_row = row
+            groups.append(index)
+            rows += size
+            gathered += size
+            row += size
+            if gathered >= target:
+                close(footer, groups, first_row, rows)
+                plan.append(tuple(current))
+                current, groups, rows, gathered = [], [], 0, 0
+        close(footer, groups, first_row, rows)
+    if current:
+        plan.append(tuple(current))
+    return plan
 
 
 def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.RecordBatch]:

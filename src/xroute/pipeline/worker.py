@@ -78,12 +78,13 @@ def partition_function(
 
 def split_function(
     route: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], schema: pa.Schema
-) -> Callable[[Iterator[Split]], Iterator[str]]:
-    """The function for ``RDD.mapPartitions`` over `Split` s: reads them with pyarrow as
-    ``schema`` and hands the batches to ``route`` (a `partition_function`); yields the
+) -> Callable[[Iterator[tuple[Split, ...]]], Iterator[str]]:
+    """The function for ``RDD.mapPartitions`` over a task's `Split` s: reads them with pyarrow
+    as ``schema`` and hands the batches to ``route`` (a `partition_function`); yields the
     manifest as JSON text."""
 
-    def route_splits(splits: Iterator[Split]) -> Iterator[str]:
+    def route_splits(tasks: Iterator[tuple[Split, ...]]) -> Iterator[str]:
+        splits = (split for task in tasks for split in task)
         batches = (b for split in splits for b in read_split(split, schema, ARROW_BATCH_ROWS))
         for manifest in route(batches):
             yield manifest.column(0)[0].as_py()
