@@ -66,7 +66,8 @@ def _columns(text: str | None) -> tuple[str, ...]:
     show_default=True,
     help="Who reads Parquet input: each task with pyarrow (the input must be at the same path "
     "on every executor, as the output folder already must be), or Spark's JVM reader. auto: "
-    "pyarrow for Parquet whose files all have the dataset's columns, Spark otherwise.",
+    "pyarrow where it reads the dataset as Spark would (not key=value folders, mixed schemas "
+    "or types Spark reads by rules of its own), Spark otherwise.",
 )
 @click.option(
     "--progress/--no-progress",
