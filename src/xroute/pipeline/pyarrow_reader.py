@@ -48,8 +48,7 @@ _ASK_SPARK = "read this dataset with --reader spark"
 class Split:
     """Consecutive row groups of one Parquet file, read by one task."""
 
-    path: str  # the file on a filesystem every executor sees at this path
-    uri: str  # the file as generated message ids name it (under the dataset's root)
+    uri: str  # the file, at a path every executor sees (generated ids name it from this)
     row_groups: tuple[int, ...]
     first_row: int  # the file's row number of the split's first row
     rows: int
@@ -171,8 +170,7 @@ def plan_splits(footers: Sequence[ParquetFooter], tasks: int) -> list[tuple[Spli
 
     def close(footer: ParquetFooter, groups: list[int], first_row: int, rows: int) -> None:
         if groups:
-            path = local_path(footer.uri)
-            current.append(Split(path, footer.uri, tuple(groups), first_row, rows))
+            current.append(Split(footer.uri, tuple(groups), first_row, rows))
 
     for footer in footers:
         groups, first_row, rows, row = [], 0, 0, 0
@@ -197,7 +195,7 @@ def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.
     """The split's records as Spark's reader would hand them to ``mapInArrow``: the dataset's
     columns cast to ``schema``, then the file (one dictionary entry) and each row's number."""
     columns = [f.name for f in schema if f.name not in (FILE_COLUMN, ROW_COLUMN)]
-    source = pq.ParquetFile(split.path)
+    source = pq.ParquetFile(local_path(split.uri))
     file_name = pa.array([split.uri], pa.string())
     row = split.first_row
     for batch in source.iter_batches(
