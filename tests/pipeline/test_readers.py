@@ -1,6 +1,7 @@
-"""The two ways of reading Parquet input: each task with pyarrow (`xroute.pipeline.pyarrow_reader`) or
-Spark's JVM reader. Both must give the same records, so the same outputs, byte for byte in
-content and type; auto must fall back to Spark where pyarrow would read something else."""
+"""The two ways of reading Parquet input: each task with pyarrow
+(`xroute.pipeline.pyarrow_reader`), or Spark's JVM reader. Both must give the same records, so
+outputs with the same rows and the same types; auto must leave to Spark what pyarrow would read
+otherwise."""
 
 from __future__ import annotations
 
