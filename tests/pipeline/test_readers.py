@@ -17,7 +17,7 @@ import pytest
 from tests.pipeline import data
 from xroute.errors import DatasetError
 from xroute.pipeline.job import PipelineOptions, run_pipeline
-from xroute.pipeline.pyarrow_reader import plan_splits, read_split, survey
+from xroute.pipeline.pyarrow_reader import arrow_schema, plan_splits, read_split, survey
 
 
 def write_files(folder: Path, sizes: list[tuple[str, int, int]]) -> None:
@@ -82,7 +82,7 @@ def test_many_small_files_share_tasks(tmp_path):
             "different schemas",
         ),
         ({"a.parquet": {"routing_key": ["x"], "n": pa.array([1], pa.uint32())}}, "type uint32"),
-        ({"a.parquet": {"routing_key": ["x"], "t": pa.array([1], pa.timestamp("ns"))}}, "ns"),
+        ({"a.parquet": {"routing_key": ["x"], "t": pa.array([1], pa.duration("s"))}}, "duration"),
         ({"notes.txt": None}, "as Parquet"),
     ],
 )
@@ -95,6 +95,25 @@ def test_what_only_spark_reads_as_spark_does_is_refused_with_a_reason(tmp_path, 
             pq.write_table(pa.table(columns), tmp_path / name)
     with pytest.raises(DatasetError, match=reason):
         survey(str(tmp_path))
+
+
+def test_int96_timestamps_are_left_to_spark(tmp_path):
+    table = pa.table({"routing_key": ["x"], "t": pa.array([datetime(2026, 1, 1)])})
+    pq.write_table(table, tmp_path / "a.parquet", use_deprecated_int96_timestamps=True)
+    with pytest.raises(DatasetError, match="INT96 timestamps"):
+        survey(str(tmp_path))
+
+
+def test_nanosecond_timestamps_are_read_cut_to_microseconds(tmp_path):
+    """pandas writes nanoseconds, which Spark's own reader refuses; Spark keeps microseconds."""
+    at = pa.array([1_767_225_600_123_456_789, None], pa.timestamp("ns"))
+    pq.write_table(pa.table({"routing_key": ["a", "b"], "at": at}), tmp_path / "a.parquet")
+    dataset = survey(str(tmp_path))
+    schema = arrow_schema(dataset, "UTC")
+    assert schema.field("at").type == pa.timestamp("us")
+    ((split,),) = plan_splits(dataset.footers, tasks=1)
+    (batch,) = read_split(split, schema, batch_rows=10)
+    assert batch.column("at").to_pylist() == [datetime(2026, 1, 1, 0, 0, 0, 123456), None]
 
 
 def varied_dataset(folder: Path) -> None:

@@ -14,7 +14,8 @@ Both readers must give the same records, so the same outputs:
   each batch is cast to the Arrow schema Spark would have handed to ``mapInArrow``;
 - a dataset this reader would read differently is refused with a reason (`survey`), and
   ``--reader auto`` leaves it to Spark: ``key=value`` partition folders, files whose schemas
-  differ, and column types outside the ones mapped below.
+  differ, INT96 timestamps and column types outside the ones mapped below. Nanosecond
+  timestamps (pandas' default), which Spark's reader refuses, are read, cut to microseconds.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def survey(path: str) -> Dataset:
         schema = source.schema_arrow
         if first_schema is None:
             first_schema, first_file = schema, file
+            _refuse_int96(source, file)
         elif not schema.equals(first_schema):
             raise DatasetError(
                 f"{str(file)!r} and {str(first_file)!r} have different schemas: {_ASK_SPARK}",
@@ -94,6 +96,17 @@ def survey(path: str) -> Dataset:
         schema=spark_schema(first_schema),
         footers=tuple(footers),
     )
+
+
+def _refuse_int96(source: pq.ParquetFile, file: Path) -> None:
+    # pyarrow reads INT96 timestamps as local times, Spark as instants: the types would differ.
+    parquet = source.metadata.schema
+    for i in range(len(parquet)):
+        if parquet.column(i).physical_type == "INT96":
+            raise DatasetError(
+                f"{str(file)!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
+                str(file),
+            )
 
 
 def spark_schema(schema: pa.Schema) -> Any:
@@ -133,9 +146,10 @@ def spark_type(arrow: pa.DataType, column: str) -> Any:
         return spark_type(arrow.value_type, column)
     if pa.types.is_decimal128(arrow):
         return T.DecimalType(arrow.precision, arrow.scale)
-    if pa.types.is_timestamp(arrow) and arrow.unit in ("ms", "us"):
+    if pa.types.is_timestamp(arrow):
         # Parquet's isAdjustedToUTC: an instant when pyarrow gives a time zone, else local time.
-        # Nanoseconds (pandas' default, and INT96 as pyarrow reads it) are Spark's to judge.
+        # Spark keeps microseconds; nanoseconds (pandas' default), which its own reader
+        # refuses, are cut to them (`_cast`).
         return T.TimestampType() if arrow.tz else T.TimestampNTZType()
     if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
         return T.ArrayType(spark_type(arrow.value_type, column), True)
@@ -213,7 +227,8 @@ def _cast(column: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:
     if column.type == wanted:
         return column
     try:
-        return column.cast(wanted)
+        # Unchecked: these casts only relabel or widen, but for nanoseconds cut to microseconds.
+        return column.cast(wanted, safe=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
         raise DatasetError(
             f"column {name!r} is {column.type}, which does not read as {wanted}: {error}", name
