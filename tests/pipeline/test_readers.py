@@ -13,9 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.pipeline import data
 from xroute.errors import DatasetError
+from xroute.pipeline.io import ParquetFooter
 from xroute.pipeline.job import PipelineOptions, run_pipeline
 from xroute.pipeline.pyarrow_reader import arrow_schema, plan_splits, read_split, survey
 
@@ -62,6 +65,32 @@ def test_splits_cover_every_row_once_in_file_order(tmp_path):
         for i in range(rows)
     ]
     assert seen == expected
+
+
+@given(
+    files=st.lists(st.lists(st.integers(0, 50), max_size=6), min_size=1, max_size=6),
+    tasks=st.integers(1, 12),
+)
+def test_plans_read_every_row_group_once_in_order(files, tasks):
+    footers = [ParquetFooter(f"file:///f{i}", tuple(sizes)) for i, sizes in enumerate(files)]
+    plan = plan_splits(footers, tasks)
+    assert 1 <= len(plan) <= tasks
+    read = [(s.uri, group) for task in plan for s in task for group in s.row_groups]
+    assert read == [(f.uri, g) for f in footers for g in range(len(f.row_groups))]
+    for split in (s for task in plan for s in task):
+        sizes = files[int(split.uri.removeprefix("file:///f"))]
+        assert split.row_groups == tuple(range(split.row_groups[0], split.row_groups[-1] + 1))
+        assert split.first_row == sum(sizes[: split.row_groups[0]])
+        assert split.rows == sum(sizes[g] for g in split.row_groups)
+    total = sum(map(sum, files))
+    target = -(-total // tasks)
+    # every task but the last has its share of rows
+    assert all(sum(s.rows for s in task) >= target for task in plan[:-1])
+
+
+def test_files_without_row_groups_give_one_task_that_reads_nothing(tmp_path):
+    pq.ParquetWriter(tmp_path / "a.parquet", pa.schema([("routing_key", pa.string())])).close()
+    assert plan_splits(survey(str(tmp_path)).footers, tasks=8) == [()]
 
 
 def test_many_small_files_share_tasks(tmp_path):

@@ -176,7 +176,8 @@ def arrow_schema(dataset: Dataset, timezone: str) -> pa.Schema:
 
 def plan_splits(footers: Sequence[ParquetFooter], tasks: int) -> list[tuple[Split, ...]]:
     """The input of about ``tasks`` tasks of nearly equal rows: each the splits it reads, in
-    file order. A row group is never cut; many small files share a task."""
+    file order. A row group is never cut; many small files share a task; files without a row
+    group give one task that reads nothing, so that the job still runs and counts zero."""
     target = max(1, -(-sum(sum(f.row_groups) for f in footers) // max(1, tasks)))
     plan: list[tuple[Split, ...]] = []
     current: list[Split] = []
@@ -189,18 +190,18 @@ def plan_splits(footers: Sequence[ParquetFooter], tasks: int) -> list[tuple[Spli
     for footer in footers:
         groups, first_row, rows, row = [], 0, 0, 0
         for index, size in enumerate(footer.row_groups):
+            if size and gathered >= target:  # the task has its share: this row group starts one
+                close(footer, groups, first_row, rows)
+                plan.append(tuple(current))
+                current, groups, rows, gathered = [], [], 0, 0
             if not groups:
                 first_row = row
             groups.append(index)
             rows += size
             gathered += size
             row += size
-            if gathered >= target:
-                close(footer, groups, first_row, rows)
-                plan.append(tuple(current))
-                current, groups, rows, gathered = [], [], 0, 0
         close(footer, groups, first_row, rows)
-    if current:
+    if current or not plan:
         plan.append(tuple(current))
     return plan
 
