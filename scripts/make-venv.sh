@@ -29,4 +29,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet -e '.[dev]'
+# Compile the numba kernels now, into the cache folder that the pipeline's Spark workers read
+# too (xroute.engines.numba_cache): the first run then pays no compile (about 20 s).
+"$venv/bin/python" -m xroute.engines.warm \
+    || echo "xroute: could not warm the numba kernels; they will compile on first use" >&2
 echo "xroute installed in $venv"

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from xroute import ENGINES, TopicMatcher
+
+if TYPE_CHECKING:
+    from tests.services.cluster import StandaloneCluster
+    from tests.services.seaweedfs import SeaweedFS
+
+# Start-up time of each service fixture, reported at the end of the run (never asserted).
+_STARTUP_SECONDS: dict[str, float] = {}
 
 
 _ENGINE_CACHE = [(name, cache) for name in sorted(ENGINES) for cache in (False, True)]
@@ -40,3 +48,70 @@ def engine(request: pytest.FixtureRequest) -> Iterator[str]:
 def matcher(engine: str) -> TopicMatcher:
     """An empty matcher of each engine."""
     return TopicMatcher(engine=engine)
+
+
+@pytest.fixture(scope="session")
+def s3_store() -> Iterator[SeaweedFS]:
+    """A private SeaweedFS S3 store for the whole run (started on first use, about 5 s).
+
+    While it is alive the standard variables of `SeaweedFS.env` (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``, ``AWS_DEFAULT_REGION``,
+    ``AWS_EC2_METADATA_DISABLED``) are set in ``os.environ`` and restored afterwards, so that
+    ``pyarrow.fs.FileSystem.from_uri("s3://...")`` and any ``s3://`` reader find the store, in
+    this process, in subprocesses and in the Python workers of a local Spark (one started
+    before the store too: see `share_with_spark`). A bare
+    ``pyarrow.fs.S3FileSystem()`` ignores ``AWS_ENDPOINT_URL``: use ``s3_store.filesystem()``.
+    ``s3_store.new_bucket(prefix)`` gives a fresh ``s3://bucket`` per test."""
+    from tests.services.seaweedfs import SeaweedFS, StoreUnavailable, share_with_spark
+
+    store = SeaweedFS()
+    try:
+        store.start()
+    except StoreUnavailable as error:
+        pytest.fail(f"s3_store: {error}", pytrace=False)
+    assert store.startup_seconds is not None
+    _STARTUP_SECONDS["s3_store (SeaweedFS)"] = store.startup_seconds
+    try:
+        with pytest.MonkeyPatch.context() as patch, share_with_spark(store.env):
+            for name, value in store.env.items():
+                patch.setenv(name, value)
+            yield store
+    finally:
+        store.stop()
+
+
+@pytest.fixture(scope="session")
+def split_cluster(
+    s3_store: SeaweedFS, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and one worker on 127.0.0.1 whose worker lives in its own
+    mount namespace: a private /tmp (so no pytest ``tmp_path``), the checkout's source hidden
+    (executors import the package the driver ships), only the venv and `s3_store` shared.
+
+    Yields the `StandaloneCluster`: ``master_url`` for the driver, ``worker_log`` and
+    ``executor_logs()`` for failure messages. Only one SparkContext may live in a process, and
+    the ``spark`` fixture holds this one's: run the driver in a subprocess. Fails, saying why,
+    where ``unshare --mount`` is missing or not permitted (it needs root or CAP_SYS_ADMIN)."""
+    from tests.services.cluster import ClusterFailed, StandaloneCluster
+
+    cluster = StandaloneCluster(
+        tmp_path_factory.mktemp("split-cluster"), split=True, env=s3_store.env
+    )
+    try:
+        cluster.start()
+    except ClusterFailed as error:
+        pytest.fail(f"split_cluster: {error}", pytrace=False)
+    assert cluster.startup_seconds is not None
+    _STARTUP_SECONDS["split_cluster (Spark master + namespaced worker)"] = cluster.startup_seconds
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Report how long each service fixture took to start (a shared, loaded 2-core machine)."""
+    if _STARTUP_SECONDS:
+        terminalreporter.section("service start-up (shared, loaded 2-core machine)")
+        for name, seconds in _STARTUP_SECONDS.items():
+            terminalreporter.write_line(f"{name}: {seconds:.1f} s")

@@ -62,3 +62,26 @@ def test_mqtt_translation_skips_what_mqtt_cannot_say():
     peer, skipped = build_peer("mqtt", [("a.*", "q1"), ("#.b", "q2"), ("a.#", "q3")])
     assert skipped == 1
     assert peer.match("a.b") == {"q1", "q3"}
+
+
+def test_bench_engines_paths_measures_every_path_and_writes_plots(tmp_path):
+    out = tmp_path / "paths"
+    result = CliRunner().invoke(
+        cli, ["bench", "engines", "--paths", "--sizes", "300", "--out", str(out),
+              "--engines", "dfa,compiled,auto"],
+    )
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    from xroute.bench.paths import PATHS, WORKLOADS
+
+    (entry,) = results["sizes"]
+    for figures in entry["engines"].values():
+        for workload in WORKLOADS:
+            assert set(figures[workload]) == set(PATHS)
+            assert all(rate > 0 for rate in figures[workload].values())
+    assert entry["peers"]["regex"]["wrong_routes"] == 0
+    assert len(results["gaps"]) == len(PATHS) * len(WORKLOADS)
+    assert {c["engine"] for c in results["churn"]} == {"dfa", "compiled", "auto"}
+    assert all(c["after_over_fresh"] > 0 for c in results["churn"] if "after_over_fresh" in c)
+    for name in ("paths_repeat", "paths_unique", "auto_vs_best", "churn"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -379,22 +379,59 @@ def test_compiled_kernel_follows_binding_changes():
 # -- auto ---------------------------------------------------------------------------------
 
 
-def test_auto_uses_the_kernel_for_large_batches_only(monkeypatch):
+def test_auto_uses_the_kernel_for_large_id_batches_only(monkeypatch):
     monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 50)
     monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 50)
     patterns = seed_patterns(100, seed=11)
     matcher, expected = pair("auto", patterns)
     small = seed_keys(patterns, 10, seed=12)
     large = seed_keys(patterns, 2000, seed=13)
-    assert matcher.match_many(small) == expected.match_many(small)
+    assert decode(matcher, *matcher.match_many_ids(small)) == expected.match_many(small)
     assert matcher.stats()["auto_kernel_batches"] == 0
     assert decode(matcher, *matcher.match_many_ids(large)) == expected.match_many(large)
+    assert matcher.stats()["auto_kernel_batches"] == 1
+    # Sets asked for: the memo and the DFA (shared frozensets), not the kernel.
     assert matcher.match_many(large) == expected.match_many(large)
-    assert matcher.stats()["auto_kernel_batches"] == 2
+    assert matcher.stats()["auto_kernel_batches"] == 1
     matcher.add("#", "new")
     expected.add("#", "new")
     assert matcher.match_many(large) == expected.match_many(large)
     assert matcher.match(large[0]) == expected.match(large[0])
+    assert decode(matcher, *matcher.match_many_ids(large)) == expected.match_many(large)
+
+
+def test_auto_memo_is_exact_under_change_and_bounded(monkeypatch):
+    monkeypatch.setattr(auto, "AUTO_MEMO_MAX_KEYS", 8)
+    patterns = seed_patterns(200, seed=21)
+    matcher, expected = pair("auto", patterns)
+    keys = seed_keys(patterns, 40, seed=22)
+    for round_ in range(3):
+        assert [matcher.match(k) for k in keys] == expected.match_many(keys)
+        assert matcher.match_many(keys) == expected.match_many(keys)
+        assert matcher.stats()["auto_memo_keys"] <= 8
+        pattern = patterns[round_]
+        matcher.remove(pattern, f"q{round_ % 7}")
+        expected.remove(pattern, f"q{round_ % 7}")
+        assert matcher.stats()["auto_memo_keys"] == 0  # dropped whole on a change
+        assert matcher.match_many(keys) == expected.match_many(keys)
+        matcher.add(keys[round_], "extra")
+        expected.add(keys[round_], "extra")
+    assert matcher.stats()["auto_memo_clears"] > 0
+
+
+def test_auto_memo_stops_keeping_keys_that_never_repeat(monkeypatch):
+    monkeypatch.setattr(auto, "AUTO_MEMO_PROBE", 16)
+    monkeypatch.setattr(auto, "AUTO_MEMO_SKIP", 50)
+    patterns = seed_patterns(200, seed=23)
+    matcher, expected = pair("auto", patterns)
+    keys = list(dict.fromkeys(seed_keys(patterns, 400, seed=24)))
+    assert [matcher.match(k) for k in keys] == expected.match_many(keys)
+    assert matcher.stats()["auto_memo_pauses"] > 0
+    assert matcher.stats()["auto_memo_keys"] < len(keys)
+    # Keys that repeat are kept again once the pause is over, and answers stay exact.
+    repeated = keys[:10] * 30
+    assert matcher.match_many(repeated) == expected.match_many(repeated)
+    assert [matcher.match(k) for k in repeated] == expected.match_many(repeated)
 
 
 def test_auto_waits_before_flattening_a_changed_trie(monkeypatch):

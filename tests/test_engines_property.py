@@ -42,6 +42,7 @@ operations = st.lists(
         st.tuples(st.just("add"), patterns, destinations),
         st.tuples(st.just("remove"), st.integers(0, 30)),
         st.tuples(st.just("match"), keys),
+        st.tuples(st.just("batch"), st.lists(keys, min_size=1, max_size=6)),
     ),
     max_size=40,
 )
@@ -67,6 +68,15 @@ def test_engine_equals_reference_through_adds_and_removes(engine, ops):
             assert actual.match(op[1]) == expected.match(op[1]), (
                 f"engine {engine}: bindings {live!r}, key {op[1]!r}"
             )
+        elif op[0] == "batch":
+            # Sets and ids, in the engine's batch paths (memo, DFA states, kernel).
+            truth = expected.match_many(op[1])
+            assert actual.match_many(op[1]) == truth, f"engine {engine}: bindings {live!r}"
+            offsets, ids = actual.match_many_ids(op[1])
+            names = actual.destinations()
+            got = [frozenset(names[j] for j in ids[offsets[i] : offsets[i + 1]])
+                   for i in range(len(op[1]))]
+            assert got == truth, f"engine {engine}: bindings {live!r}, keys {op[1]!r}"
         assert len(actual) == len(expected) == len(live)
 
 

@@ -435,6 +435,9 @@ def _kernel() -> Any:
     """`_expand` compiled by numba (cached on disk), on first use."""
     if not _COMPILED:
         os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "xroute" / "numba"))
+        from xroute.engines import numba_cache
+
+        numba_cache.prepare()  # the same cache folder as the engines' kernels, zip or not
         from numba import njit
 
         _COMPILED.append(njit(cache=True, nogil=True)(_expand))

@@ -9,24 +9,46 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xroute.errors import DefinitionsError, XRouteError
+from xroute.errors import DefinitionsError, XRouteError, short_repr
+from xroute.management import fetch_definitions, is_management_url
+from xroute.storage import is_uri, locate
 from xroute.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 _SECTIONS = ("queues", "exchanges", "bindings", "policies")
 
 
-def read_definitions(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """The parsed export from a path, JSON text, or a dict that is already parsed."""
+def read_definitions(
+    source: str | Path | Mapping[str, Any],
+    vhost: str | None = None,
+    *,
+    password: str | None = None,
+) -> dict[str, Any]:
+    """The parsed export from a path, JSON text, a dict that is already parsed, or a live
+    broker's management API URL (``http(s)://user@host:15672``, `xroute.management`: only
+    ``vhost`` is fetched when given; ``password`` defaults to ``RABBITMQ_PASSWORD``), or a file
+    at another URI (s3://, gs://, hdfs://...: `xroute.storage`). An http(s) URL is always read
+    as a management API, never as a file served over HTTP."""
     if isinstance(source, Mapping):
         return dict(source)
+    if not isinstance(source, (str, Path)):
+        raise DefinitionsError(
+            f"definitions must be a path, JSON text or a dict, got {type(source).__name__} "
+            f"({short_repr(source)})",
+            type(source).__name__,
+        )
+    if is_management_url(source):
+        return fetch_definitions(str(source), vhost, password=password)
     text = str(source)
     if isinstance(source, str) and text.lstrip().startswith("{"):
         where = "definitions text"
     else:
         where = text
         try:
-            text = Path(source).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
+            if is_uri(text):  # s3://, gs://, hdfs://...: any storage xroute.storage reads
+                text = locate(text).read_bytes().decode("utf-8")
+            else:
+                text = Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError) as error:  # ValueError: a NUL in the path
             raise DefinitionsError(f"cannot read definitions file {where!r}: {error}", where) from None
     try:
         parsed = json.loads(text)
@@ -53,12 +75,12 @@ def _field(entry: Mapping[str, Any], name: str, kind: type | tuple, section: str
     if name not in entry:
         if default is not None:
             return default
-        raise DefinitionsError(f"definitions: an entry in {section!r} has no {name!r}: {entry!r:.120}", entry)
+        raise DefinitionsError(f"definitions: an entry in {section!r} has no {name!r}: {short_repr(entry)}", entry)
     value = entry[name]
     if not isinstance(value, kind):
         raise DefinitionsError(
-            f"definitions: {section} entry {entry.get('name', entry)!r:.60}: {name!r} must be "
-            f"{getattr(kind, '__name__', kind)}, got {value!r:.60}",
+            f"definitions: {section} entry {short_repr(entry.get('name', entry))}: {name!r} must be "
+            f"{getattr(kind, '__name__', kind)}, got {short_repr(value)}",
             entry,
         )
     return value
@@ -67,12 +89,22 @@ def _field(entry: Mapping[str, Any], name: str, kind: type | tuple, section: str
 def pick_vhost(defs: Mapping[str, Any], vhost: str | None) -> str | None:
     """The virtual host to read: ``vhost`` if the export holds it, else the only one there is
     (``None`` for a single-vhost export without ``vhost`` fields)."""
-    present = {
+    if vhost is not None and not isinstance(vhost, str):
+        raise DefinitionsError(f"a virtual host is a name (text), got {short_repr(vhost)}", vhost)
+    named = [
         entry["vhost"]
         for section in _SECTIONS
         for entry in section_entries(defs, section)
         if "vhost" in entry
-    }
+    ]
+    # A full export also lists its virtual hosts, some perhaps empty.
+    named += [entry.get("name") for entry in section_entries(defs, "vhosts")]
+    for name in named:
+        if not isinstance(name, str):
+            raise DefinitionsError(
+                f"definitions: a virtual host name is not text: {short_repr(name)}", name
+            )
+    present = set(named)
     if vhost is not None:
         if present and vhost not in present:
             raise DefinitionsError(
@@ -99,8 +131,16 @@ def _policy_alternates(policies: list[dict[str, Any]], exchange_names: list[str]
         try:
             pattern = re.compile(_field(policy, "pattern", str, "policies"))
         except re.error as error:
-            raise DefinitionsError(f"policy {policy.get('name')!r}: bad pattern: {error}", policy) from None
+            raise DefinitionsError(
+                f"policy {short_repr(policy.get('name'))}: bad pattern: {error}", policy
+            ) from None
         priority = policy.get("priority", 0)
+        if type(priority) is not int:
+            raise DefinitionsError(
+                f"policy {short_repr(policy.get('name'))}: priority must be an integer, got "
+                f"{short_repr(priority)}",
+                policy,
+            )
         for name in exchange_names:
             if pattern.search(name) and (name not in chosen or priority > chosen[name][0]):
                 chosen[name] = (priority, alternate)
@@ -108,10 +148,15 @@ def _policy_alternates(policies: list[dict[str, Any]], exchange_names: list[str]
 
 
 def load_definitions(
-    source: str | Path | Mapping[str, Any], vhost: str | None = None, engine: str = "trie"
+    source: str | Path | Mapping[str, Any],
+    vhost: str | None = None,
+    engine: str = "trie",
+    *,
+    password: str | None = None,
 ) -> Topology:
-    """A `Topology` from a definitions export; errors name the entry that is wrong."""
-    defs = read_definitions(source)
+    """A `Topology` from a definitions export (anything `read_definitions` reads); errors name
+    the entry that is wrong."""
+    defs = read_definitions(source, vhost, password=password)
     chosen = pick_vhost(defs, vhost)
 
     def of_vhost(section: str) -> list[dict[str, Any]]:
@@ -144,7 +189,8 @@ def load_definitions(
                 internal=_field(exchange, "internal", bool, "exchanges", False),
                 arguments=arguments,
             )
-            if ALTERNATE_EXCHANGE not in arguments and name in alternates:
+            # An alternate "" (the default exchange) is never used, as in RabbitMQ.
+            if ALTERNATE_EXCHANGE not in arguments and alternates.get(name):
                 topology.exchanges[name].alternate_exchange = alternates[name]
         for binding in of_vhost("bindings"):
             topology.bind(

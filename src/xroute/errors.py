@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from xroute._show import short_repr
+
 
 class XRouteError(Exception):
     """The root of every error xroute raises on purpose."""
@@ -39,7 +41,7 @@ class BindingNotFound(XRouteError, KeyError):
     """Removing a binding that does not exist."""
 
     def __init__(self, pattern: Any, destination: Any) -> None:
-        super().__init__(f"no binding {_show(pattern)} -> {destination!r}")
+        super().__init__(f"no binding {_show(pattern)} -> {_show(destination)}")
         self.pattern = pattern
         self.destination = destination
 
@@ -48,7 +50,7 @@ class UnknownEngine(XRouteError, ValueError):
     """A matcher engine name that is not registered."""
 
     def __init__(self, engine: Any, known: list[str]) -> None:
-        super().__init__(f"unknown engine {engine!r}; known engines: {', '.join(known)}")
+        super().__init__(f"unknown engine {_show(engine)}; known engines: {', '.join(known)}")
         self.engine = engine
 
 
@@ -57,7 +59,7 @@ class UnknownExchange(XRouteError, KeyError):
 
     def __init__(self, name: Any, context: str = "") -> None:
         where = f" ({context})" if context else ""
-        super().__init__(f"unknown exchange {name!r}{where}")
+        super().__init__(f"unknown exchange {_show(name)}{where}")
         self.name = name
 
 
@@ -66,7 +68,7 @@ class UnknownQueue(XRouteError, KeyError):
 
     def __init__(self, name: Any, context: str = "") -> None:
         where = f" ({context})" if context else ""
-        super().__init__(f"unknown queue {name!r}{where}")
+        super().__init__(f"unknown queue {_show(name)}{where}")
         self.name = name
 
 
@@ -75,7 +77,7 @@ class UnknownExchangeType(XRouteError, ValueError):
 
     def __init__(self, exchange_type: Any, known: list[str]) -> None:
         super().__init__(
-            f"unknown exchange type {exchange_type!r}; supported: {', '.join(known)}"
+            f"unknown exchange type {_show(exchange_type)}; supported: {', '.join(known)}"
         )
         self.exchange_type = exchange_type
 
@@ -156,6 +158,15 @@ class OutputExists(XRouteError, FileExistsError):
         self.path = path
 
 
+class OtherStreamOutput(OutputExists):
+    """A stream's output folder that another stream (another checkpoint) writes: with a new
+    checkpoint batch ids restart at 0, and batches already marked in it would be skipped."""
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        XRouteError.__init__(self, message)
+        self.path = path
+
+
 class JavaUnavailable(XRouteError, RuntimeError):
     """Spark cannot start: no Java runtime, or one older than Spark needs."""
 
@@ -173,6 +184,61 @@ class PipelineFailed(XRouteError, RuntimeError):
         self.counts = counts
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+class ManagementError(XRouteError):
+    """The RabbitMQ management API could not give the definitions; the subclasses say why.
+    Keeps the ``url`` asked (never with a password in it)."""
+
+    def __init__(self, message: str, url: Any = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class ManagementURLError(XRouteError, ValueError):
+    """A management API URL that cannot be used: not http(s), no host, a password written in
+    it (it must come from ``RABBITMQ_PASSWORD`` or the prompt), or no password at all."""
+
+    def __init__(self, message: str, url: Any = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class ManagementAuthFailed(ManagementError, PermissionError):
+    """The management API refused the credentials (HTTP 401/403): a wrong user or password, or
+    a user without the ``administrator`` tag that ``/api/definitions`` needs."""
+
+    def __init__(self, message: str, url: Any = None, user: Any = None) -> None:
+        super().__init__(message, url)
+        self.user = user
+
+
+class ManagementUnavailable(ManagementError, ConnectionError):
+    """Nothing answers as a RabbitMQ management API at the URL: the connection was refused,
+    the host is unknown, or ``/api`` is not there (the ``rabbitmq_management`` plugin is off)."""
+
+
+class ManagementTimeout(ManagementError, TimeoutError):
+    """The management API did not answer in time."""
+
+    def __init__(self, message: str, url: Any = None, timeout: float | None = None) -> None:
+        super().__init__(message, url)
+        self.timeout = timeout
+
+
+class VhostNotFound(ManagementError, LookupError):
+    """The broker has no virtual host of that name."""
+
+    def __init__(self, message: str, url: Any = None, vhost: Any = None) -> None:
+        super().__init__(message, url)
+        self.vhost = vhost
+
+
+class StorageError(XRouteError, OSError):
+    """A path or URI that cannot be read or written: an unknown scheme, a missing filesystem
+    library, refused credentials, an unreachable endpoint, a missing file."""
+
+    def __init__(self, message: str, uri: Any = None) -> None:
+        super().__init__(message)
+        self.uri = uri
+
+
+_show = short_repr

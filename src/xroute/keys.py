@@ -39,6 +39,12 @@ def check_routing_key(key: Any) -> str:
     return key
 
 
+def is_short_key(key: str) -> bool:
+    """True if ``key`` is a routing key RabbitMQ accepts as one (a short string): CC and BCC
+    keys may be longer, or bytes, and take the slower paths of the exchanges."""
+    return _problem(key) is None
+
+
 def check_pattern(pattern: Any) -> str:
     """Return ``pattern`` if it is a valid binding key, else raise `InvalidPattern`."""
     problem = _problem(pattern)

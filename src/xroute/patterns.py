@@ -284,16 +284,19 @@ def equivalent(a: str, b: str) -> bool:
 # ------------------------------------------------------------------------- captures
 
 
-def captures(pattern: str, key: str) -> list[tuple[int, str, Words]] | None:
+def captures(
+    pattern: str, key: str, *, cc_key: bool = False
+) -> list[tuple[int, str, Words]] | None:
     """How ``pattern`` matches ``key``: for each wildcard, (its word index, ``*`` or ``#``, the
     key's words it took); None if the pattern does not match.
 
     Where several readings exist (``#.a.#`` on ``a.a``), each ``#`` takes as few words as it can,
     left to right. ``captures("floor_1.#.temperature", "floor_1.bedroom.temperature")`` is
-    ``[(1, "#", ("bedroom",))]``.
+    ``[(1, "#", ("bedroom",))]``. ``cc_key`` takes a CC/BCC key as `Topology.route` does: of
+    any length, its undecodable bytes as surrogate escapes.
     """
     p = _words(pattern)
-    k = split_words(check_routing_key(key))
+    k = split_words(key if cc_key and isinstance(key, str) else check_routing_key(key))
     if not pattern_matches(p, k):
         return None
     out: list[tuple[int, str, Words]] = []

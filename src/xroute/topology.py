@@ -16,11 +16,13 @@ from xroute.errors import (
     PreconditionFailed,
     UnknownExchange,
     UnknownQueue,
+    short_repr,
 )
 from xroute.exchanges import make_exchange_type
-from xroute.headers import canonical, check_headers, sender_selected_keys
+from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
 from xroute.keys import check_pattern, check_routing_key
 from xroute.model import Binding, Destination, DestinationType, Exchange, Queue
+from xroute.route_cache import TopologyRouteCache
 
 DEFAULT_EXCHANGE = ""
 ALTERNATE_EXCHANGE = "alternate-exchange"
@@ -40,7 +42,52 @@ RouteObserver = Callable[[Exchange, list[Binding], str], None]
 
 def _frozen(arguments: Mapping[str, Any]) -> tuple:
     # Binding identity compares arguments with their types, as RabbitMQ's tables do.
-    return tuple(sorted((name, canonical(value, name)) for name, value in arguments.items()))
+    return tuple(
+        sorted(
+            (check_field_name(name), canonical(value, name)) for name, value in arguments.items()
+        )
+    )
+
+
+def _arguments(arguments: Any, what: str) -> dict[str, Any]:
+    # A table of arguments, or None for none; anything else is refused by name.
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, Mapping):
+        raise InvalidArguments(
+            f"{what} arguments must be a dict, got {type(arguments).__name__} "
+            f"({short_repr(arguments)})",
+            arguments,
+        )
+    return dict(arguments)
+
+
+def _check_equivalent(
+    existing: Exchange,
+    exchange_type: str,
+    durable: bool,
+    auto_delete: bool,
+    internal: bool,
+    arguments: Mapping[str, Any],
+) -> None:
+    # What RabbitMQ's assert_equivalence compares on a redeclare: the type, the three flags and
+    # the alternate-exchange argument. Other arguments may differ; the first declare stands.
+    wanted = {
+        "type": (existing.type, exchange_type),
+        "durable": (existing.durable, durable),
+        "auto_delete": (existing.auto_delete, auto_delete),
+        "internal": (existing.internal, internal),
+        ALTERNATE_EXCHANGE: (
+            existing.arguments.get(ALTERNATE_EXCHANGE),
+            arguments.get(ALTERNATE_EXCHANGE),
+        ),
+    }
+    for what, (current, requested) in wanted.items():
+        if type(current) is not type(requested) or current != requested:
+            raise PreconditionFailed(
+                f"exchange {existing.name!r} exists with {what} {current!r}; cannot redeclare "
+                f"it with {what} {requested!r} (AMQP 406 inequivalent arg)"
+            )
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -57,8 +104,10 @@ class Topology:
     failed call leaves the topology as it was.
     """
 
-    def __init__(self, engine: str = DEFAULT_ENGINE) -> None:
+    def __init__(self, engine: str = DEFAULT_ENGINE, route_cache: bool = True) -> None:
         self.engine = engine
+        # Routes of messages without headers, dropped precisely on change (xroute.route_cache).
+        self._route_cache = TopologyRouteCache() if route_cache else None
         self._exchanges: dict[str, Exchange] = {}
         self._queues: dict[str, Queue] = {}
         self._bindings: dict[tuple, Binding] = {}
@@ -89,7 +138,7 @@ class Topology:
         _check_name(name, "exchange")
         if name == DEFAULT_EXCHANGE:
             raise AccessRefused("the default exchange '' cannot be declared")
-        arguments = dict(arguments or {})
+        arguments = _arguments(arguments, f"exchange {name!r}")
         if alternate_exchange is not None:
             arguments[ALTERNATE_EXCHANGE] = alternate_exchange
         _frozen(arguments)  # validates the value types
@@ -102,18 +151,17 @@ class Topology:
         kind = make_exchange_type(exchange_type, self.engine)
         existing = self._exchanges.get(name)
         if existing is not None:
-            if existing.type != exchange_type or _frozen(existing.arguments) != _frozen(arguments):
-                raise PreconditionFailed(
-                    f"exchange {name!r} exists as {existing.type} with arguments "
-                    f"{existing.arguments!r}; cannot redeclare it as {exchange_type} with "
-                    f"{arguments!r}"
-                )
+            _check_equivalent(existing, exchange_type, durable, auto_delete, internal, arguments)
             return
         if name.startswith("amq.") and name not in STANDARD_EXCHANGES:
             raise AccessRefused(f"exchange name {name!r} is reserved: names beginning 'amq.'")
+        if alternate == DEFAULT_EXCHANGE:
+            alternate = None  # as RabbitMQ: the default exchange is never an alternate
         self._exchanges[name] = Exchange(
             name, exchange_type, kind, durable, auto_delete, internal, arguments, alternate
         )
+        if self._route_cache is not None:
+            self._route_cache.exchange_changed(name)
 
     def declare_queue(
         self,
@@ -127,10 +175,12 @@ class Topology:
         _check_name(name, "queue")
         if not name:
             raise InvalidArguments("a queue needs a name (server-named queues are not modelled)")
-        arguments = dict(arguments or {})
+        arguments = _arguments(arguments, f"queue {name!r}")
         _frozen(arguments)
         if name not in self._queues:
             self._queues[name] = Queue(name, durable, auto_delete, arguments)
+            if self._route_cache is not None:
+                self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
 
     def delete_exchange(self, name: str) -> None:
         """Delete an exchange and every binding from or to it."""
@@ -141,6 +191,8 @@ class Topology:
             if binding.source == name or binding.destination == ("exchange", name):
                 self._remove(binding)
         del self._exchanges[name]
+        if self._route_cache is not None:
+            self._route_cache.exchange_changed(name)
 
     def delete_queue(self, name: str) -> None:
         """Delete a queue and every binding to it."""
@@ -150,6 +202,8 @@ class Topology:
             if binding.destination == ("queue", name):
                 self._remove(binding)
         del self._queues[name]
+        if self._route_cache is not None:
+            self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
 
     # ----------------------------------------------------------------- binding
 
@@ -165,18 +219,19 @@ class Topology:
         if source == DEFAULT_EXCHANGE:
             raise AccessRefused("bindings to or from the default exchange '' are not allowed")
         if destination_type == "queue":
-            if destination not in self._queues:
-                raise UnknownQueue(destination, f"binding destination from {source!r}")
+            if not isinstance(destination, str) or destination not in self._queues:
+                raise UnknownQueue(destination, f"binding destination from {short_repr(source)}")
         elif destination_type == "exchange":
-            self._exchange(destination, f"binding destination from {source!r}")
+            self._exchange(destination, f"binding destination from {short_repr(source)}")
             if destination == DEFAULT_EXCHANGE:
                 raise AccessRefused("bindings to or from the default exchange '' are not allowed")
         else:
             raise InvalidArguments(
-                f"destination_type must be 'queue' or 'exchange', got {destination_type!r}"
+                "destination_type must be 'queue' or 'exchange', got "
+                f"{short_repr(destination_type)}"
             )
         check_pattern(routing_key)
-        arguments = dict(arguments or {})
+        arguments = _arguments(arguments, "binding")
         frozen = _frozen(arguments)
         target = Destination(destination_type, destination)
         return exchange, target, arguments, (source, target, routing_key, frozen)
@@ -202,6 +257,8 @@ class Topology:
         binding = Binding(source, target, routing_key, arguments)
         exchange.kind.bind(binding)
         self._bindings[identity] = binding
+        if self._route_cache is not None:
+            self._route_cache.binding_changed(source, exchange.type, routing_key)
 
     def unbind(
         self,
@@ -217,11 +274,16 @@ class Topology:
         )
         binding = self._bindings.get(identity)
         if binding is None:
-            raise BindingNotFound(routing_key, f"{destination_type} {destination!r} on {source!r}")
+            raise BindingNotFound(
+                routing_key, f"{destination_type} {short_repr(destination)} on {short_repr(source)}"
+            )
         self._remove(binding)
 
     def _remove(self, binding: Binding) -> None:
-        self._exchanges[binding.source].kind.unbind(binding)
+        exchange = self._exchanges[binding.source]
+        exchange.kind.unbind(binding)
+        if self._route_cache is not None:
+            self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
         del self._bindings[
             (binding.source, binding.destination, binding.routing_key, _frozen(binding.arguments))
         ]
@@ -257,8 +319,32 @@ class Topology:
 
         ``headers`` is the message's header table as Python values; its ``CC`` and ``BCC``
         lists add routing keys. An empty result means the message is unroutable.
+
+        Routes of messages without headers are cached (see `route_cache_stats`).
         """
-        return self.route_message(exchange, routing_key, headers)
+        cache = self._route_cache
+        if cache is None or not (headers is None or (type(headers) is dict and not headers)):
+            return self.route_message(exchange, routing_key, headers)
+        try:
+            found = cache.get(exchange, routing_key)
+        except TypeError:  # unhashable: route_message names the bad value
+            return self.route_message(exchange, routing_key, headers)
+        if found is not None:
+            return found
+        through: list[str] = []  # every exchange the route visits or looks up as alternate
+
+        def visited(seen: Exchange, matched: list[Binding], via: str) -> None:
+            through.append(seen.name)
+            if seen.alternate_exchange is not None:
+                through.append(seen.alternate_exchange)
+
+        found = self.route_message(exchange, routing_key, None, visited)
+        cache.put(exchange, routing_key, found, through)
+        return found
+
+    def route_cache_stats(self) -> dict[str, Any]:
+        """Hits, misses and size of the route cache (empty if the topology has none)."""
+        return self._route_cache.stats() if self._route_cache is not None else {}
 
     def route_message(
         self,
@@ -276,8 +362,8 @@ class Topology:
         keys = [routing_key]
         headers = check_headers(headers)
         if "CC" in headers or "BCC" in headers:
-            extra = sender_selected_keys(headers, "CC") + sender_selected_keys(headers, "BCC")
-            keys.extend(check_routing_key(key) for key in extra)
+            # CC/BCC keys are longstr: any length, and bytes (RabbitMQ's header_routes).
+            keys += sender_selected_keys(headers, "CC") + sender_selected_keys(headers, "BCC")
             # RabbitMQ strips BCC when the message is made, before any exchange sees it.
             headers.pop("BCC", None)
         return frozenset(self._walk(start, keys, headers, observer))
@@ -328,11 +414,15 @@ class Topology:
         source: str | Path | Mapping[str, Any],
         vhost: str | None = None,
         engine: str = DEFAULT_ENGINE,
+        *,
+        password: str | None = None,
     ) -> Topology:
-        """Load a RabbitMQ definitions export (a path, JSON text or a parsed dict)."""
+        """Load a RabbitMQ definitions export: a path, JSON text, a parsed dict, or a live
+        broker's management API URL ``http(s)://user@host:15672`` (``password`` defaults to
+        ``RABBITMQ_PASSWORD``; see `xroute.management`)."""
         from xroute.definitions import load_definitions
 
-        return load_definitions(source, vhost=vhost, engine=engine)
+        return load_definitions(source, vhost=vhost, engine=engine, password=password)
 
     def to_definitions(self) -> dict[str, Any]:
         """This topology as a RabbitMQ definitions export (one virtual host)."""

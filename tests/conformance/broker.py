@@ -6,14 +6,18 @@ from typing import Any
 
 import amqp
 
+from tests.conformance.typed import patched_encoder, plain
 from xroute import Topology
 
 
 class Mirror:
     """Declares the same exchanges, queues and bindings in a `Topology` and in RabbitMQ."""
 
-    def __init__(self, channel, prefix: str) -> None:
+    def __init__(self, channel, prefix: str, exclusive: bool = True) -> None:
         self.channel = channel
+        # Exclusive queues vanish with the connection, but a definitions export leaves them
+        # out: reading a topology back through the management API needs ordinary ones.
+        self.exclusive = exclusive
         self.prefix = prefix
         self.topology = Topology()
         self.exchanges: list[str] = []
@@ -30,27 +34,39 @@ class Mirror:
 
     def queue(self, short: str) -> None:
         self.topology.declare_queue(self.name(short))
-        self.channel.queue_declare(self.name(short), exclusive=True, auto_delete=False)
+        self.channel.queue_declare(self.name(short), exclusive=self.exclusive, auto_delete=False)
         self.queues.append(self.name(short))
 
-    def bind(self, source: str, destination: str, key: str, arguments: dict | None = None, to_exchange: bool = False) -> None:
+    def bind(
+        self,
+        source: str,
+        destination: str,
+        key: str,
+        arguments: dict | None = None,
+        to_exchange: bool = False,
+    ) -> None:
+        # ``arguments`` may hold `Typed` values: the broker gets them, xroute their plain form.
         kind = "exchange" if to_exchange else "queue"
-        self.topology.bind(self.name(source), self.name(destination), key, arguments, destination_type=kind)
-        if to_exchange:
-            self.channel.exchange_bind(self.name(destination), self.name(source), key, arguments=arguments or {})
-        else:
-            self.channel.queue_bind(self.name(destination), self.name(source), key, arguments=arguments or {})
+        source, destination = self.name(source), self.name(destination)
+        self.topology.bind(source, destination, key, plain(arguments), destination_type=kind)
+        with patched_encoder():
+            if to_exchange:
+                self.channel.exchange_bind(destination, source, key, arguments=arguments or {})
+            else:
+                self.channel.queue_bind(destination, source, key, arguments=arguments or {})
 
     def publish_and_compare(self, messages: list[tuple[str, str, dict[str, Any] | None]]) -> int:
         """Publish (exchange, key, headers) messages with confirms; assert that every queue got
-        exactly the messages `Topology.route` says. Returns the number of deliveries checked."""
+        exactly the messages `Topology.route` says. Returns the number of deliveries checked.
+        Headers may hold `Typed` values: the broker gets them, xroute their plain form."""
         expected: dict[str, set[str]] = {q: set() for q in self.queues}
         for number, (short, key, headers) in enumerate(messages):
             message_id = str(number)
-            for queue in self.topology.route(self.name(short), key, headers):
+            for queue in self.topology.route(self.name(short), key, plain(headers)):
                 expected[queue].add(message_id)
             message = amqp.Message(b"", message_id=message_id, application_headers=headers or {})
-            self.channel.basic_publish(message, self.name(short), key)
+            with patched_encoder():
+                self.channel.basic_publish(message, self.name(short), key)
         received = {q: self.drain(q) for q in self.queues}
         for queue in self.queues:
             if received[queue] != expected[queue]:

@@ -1,4 +1,5 @@
-"""One SparkSession for the whole run (local[2]): starting one costs 5 to 15 seconds."""
+"""One SparkSession for the whole run (local[2,3]: two cores, a failed task tried up to 3 times,
+as `xroute pipeline` runs by default): starting one costs 5 to 15 seconds."""
 
 from __future__ import annotations
 
@@ -13,6 +14,6 @@ def spark():
     os.environ.setdefault("SPARK_TESTING", "1")
     from xroute.pipeline.spark import start_spark
 
-    session = start_spark("local[2]", app_name="xroute-tests")
+    session = start_spark("local[2,3]", app_name="xroute-tests")
     yield session
     session.stop()

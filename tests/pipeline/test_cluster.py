@@ -7,138 +7,32 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from tests.pipeline import data
+from tests.services.cluster import ClusterFailed, StandaloneCluster
 from xroute.pipeline.job import PipelineOptions, run_pipeline
 
-pytestmark = pytest.mark.spark
-START_TIMEOUT = 90  # seconds for the master to listen and the worker to register
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spark_class() -> str:
-    from pyspark.find_spark_home import _find_spark_home
-
-    return str(Path(_find_spark_home()) / "bin" / "spark-class")
-
-
-def wait_for(check, what: str, processes: list[subprocess.Popen], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        for process in processes:
-            if process.poll() is not None:
-                pytest.fail(
-                    f"{process.args[1]} exited with {process.returncode}: {log.read_text()[-2000:]}"
-                )
-        try:
-            if check():
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}: {log.read_text()[-2000:]}")
-
-
-def stop(process: subprocess.Popen) -> None:
-    """Stop a process we started, by its PID (and the executors it started, in its group)."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=20)
+pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 
 @pytest.fixture
 def standalone(tmp_path) -> Iterator[str]:
-    """A master and one worker on loopback; yields the master URL."""
-    port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_NO_DAEMONIZE": "1",
-        "SPARK_WORKER_DIR": str(tmp_path / "work"),
-        "PYSPARK_PYTHON": sys.executable,
-    }
-    log = tmp_path / "cluster.log"
-    started: list[subprocess.Popen] = []
-    with log.open("wb") as sink:
-        try:
-            started.append(
-                subprocess.Popen(
-                    [
-                        spark_class(),
-                        "org.apache.spark.deploy.master.Master",
-                        "--host",
-                        "127.0.0.1",
-                        "--port",
-                        str(port),
-                        "--webui-port",
-                        str(ui),
-                    ],
-                    env=env,
-                    stdout=sink,
-                    stderr=sink,
-                    start_new_session=True,
-                )
-            )
-            wait_for(
-                lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() is None,
-                "the master",
-                started,
-                log,
-            )
-            url = f"spark://127.0.0.1:{port}"
-            started.append(
-                subprocess.Popen(
-                    [
-                        spark_class(),
-                        "org.apache.spark.deploy.worker.Worker",
-                        url,
-                        "--host",
-                        "127.0.0.1",
-                        "--cores",
-                        "2",
-                        "--memory",
-                        "2g",
-                        "--webui-port",
-                        str(worker_ui),
-                        "--work-dir",
-                        str(tmp_path / "work"),
-                    ],
-                    env=env,
-                    stdout=sink,
-                    stderr=sink,
-                    start_new_session=True,
-                )
-            )
-
-            def registered() -> bool:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as page:
-                    return json.load(page).get("aliveworkers", 0) >= 1
-
-            wait_for(registered, "the worker to register", started, log)
-            yield url
-        finally:
-            for process in reversed(started):
-                stop(process)
+    """A master and one worker on loopback (sharing this machine's disk); yields the master URL."""
+    cluster = StandaloneCluster(tmp_path / "cluster")
+    try:
+        cluster.start()
+    except ClusterFailed as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield cluster.master_url
+    finally:
+        cluster.stop()
 
 
 def test_cluster_run_equals_local_run(spark, standalone, tmp_path):

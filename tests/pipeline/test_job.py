@@ -15,6 +15,7 @@ from tests.pipeline import data
 from xroute import Topology
 from xroute.errors import DatasetError, OutputExists, PipelineFailed
 from xroute.pipeline import job
+from xroute.pipeline.commit import Commit
 from xroute.pipeline.job import PipelineOptions, run_pipeline
 
 pytestmark = pytest.mark.spark
@@ -101,7 +102,12 @@ def test_invariant_and_summary(parquet_run, expected, dataset):
     top = sorted(keys.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
     assert summary["top_unroutable_keys"] == [list(kv) for kv in top]
     assert (out / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not list(out.parent.glob(".out.xroute-*"))  # the temporary folder was moved
+    assert not (out / "_temporary").exists()  # the staging folder was published and removed
+    success = json.loads((out / "_SUCCESS").read_text())  # written last, naming every file
+    assert success["counts"] == summary["counts"]
+    assert sorted(success["files"]["deliveries"]) == sorted(
+        f"deliveries/{p.name}" for p in (out / "deliveries").iterdir()
+    )
 
 
 def test_keep_columns_are_carried_to_deliveries(parquet_run, dataset):
@@ -260,13 +266,16 @@ def test_a_dataset_without_routing_key_is_refused(spark, dataset, tmp_path):
 
 
 def test_parts_of_failed_attempts_are_dropped(tmp_path):
+    commit = Commit(str(tmp_path / "out"), job.OUTPUTS)
+    commit.begin()
+    staged = Path(commit.staging.path)
     for name in job.OUTPUTS:
-        (tmp_path / name).mkdir()
+        (staged / name).mkdir()
     table = data.table(data.messages(5))
-    pq.write_table(table, tmp_path / "deliveries" / "part-00000-0-aaa.parquet")
-    pq.write_table(table, tmp_path / "deliveries" / "part-00000-1-bbb.parquet")  # a retry's twin
-    rows = job._keep_listed_files(
-        tmp_path, {"deliveries": ["part-00000-1-bbb.parquet"], "unroutable": [], "rejected": []}
+    pq.write_table(table, staged / "deliveries" / "part-00000-0-aaa.parquet")
+    pq.write_table(table, staged / "deliveries" / "part-00000-1-bbb.parquet")  # a retry's twin
+    rows = commit.keep_listed(
+        {"deliveries": ["part-00000-1-bbb.parquet"], "unroutable": [], "rejected": []}
     )
     assert rows == {"deliveries": 5, "unroutable": 0, "rejected": 0}
-    assert [p.name for p in (tmp_path / "deliveries").iterdir()] == ["part-00000-1-bbb.parquet"]
+    assert [p.name for p in (staged / "deliveries").iterdir()] == ["part-00000-1-bbb.parquet"]

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -88,26 +89,42 @@ def connect(url: str) -> Any:
     return connection
 
 
+@dataclass(frozen=True)
+class PrivateNode:
+    """A private node's addresses: AMQP, and the management API when it was enabled
+    (``http://guest@127.0.0.1:PORT``, password ``guest``)."""
+
+    amqp_url: str
+    management_url: str | None
+
+
 @contextlib.contextmanager
 def private_broker() -> Iterator[str]:
     """Start a RabbitMQ node of our own on 127.0.0.1, yield its URL, and stop it."""
+    with private_node() as node:
+        yield node.amqp_url
+
+
+@contextlib.contextmanager
+def private_node(management: bool = False) -> Iterator[PrivateNode]:
+    """Start a RabbitMQ node of our own on 127.0.0.1 and stop it afterwards; with
+    ``management``, the rabbitmq_management plugin is enabled in the node's own config folder
+    (``rabbitmq-plugins --offline``) and its HTTP API listens on a free loopback port."""
     server = _server_binary()
     port = _free_port() if _port_taken(5672) else 5672
+    http_port = _free_port() if management else None
     workdir = Path(tempfile.mkdtemp(prefix="xroute-rabbitmq-"))
     node = f"xroute-{os.getpid()}@localhost"
-    (workdir / "rabbitmq.conf").write_text(
+    config = (
         f"listeners.tcp.1 = 127.0.0.1:{port}\nloopback_users = none\n"
         "log.console = false\nlog.file.level = warning\n"
     )
+    if management:
+        config += f"management.tcp.port = {http_port}\nmanagement.tcp.ip = 127.0.0.1\n"
+    (workdir / "rabbitmq.conf").write_text(config)
     (workdir / "enabled_plugins").write_text("[].\n")
     for sub in ("mnesia", "log"):
         (workdir / sub).mkdir()
-    if os.geteuid() == 0:
-        # Debian's wrapper runs the broker as the 'rabbitmq' user when started by root.
-        with contextlib.suppress(KeyError, LookupError, OSError):
-            shutil.chown(workdir, "rabbitmq", "rabbitmq")
-            for path in workdir.rglob("*"):
-                shutil.chown(path, "rabbitmq", "rabbitmq")
     env = {
         **os.environ,
         "PATH": os.pathsep.join([os.environ.get("PATH", ""), *SBIN]),
@@ -125,6 +142,18 @@ def private_broker() -> Iterator[str]:
         "ERL_EPMD_ADDRESS": "127.0.0.1",
         "ERL_CRASH_DUMP": str(workdir / "erl_crash.dump"),
     }
+    if management:
+        try:
+            _enable_management(env)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+    if os.geteuid() == 0:
+        # Debian's wrapper runs the broker as the 'rabbitmq' user when started by root.
+        with contextlib.suppress(KeyError, LookupError, OSError):
+            shutil.chown(workdir, "rabbitmq", "rabbitmq")
+            for path in workdir.rglob("*"):
+                shutil.chown(path, "rabbitmq", "rabbitmq")
     output = open(workdir / "server.out", "wb")  # noqa: SIM115 (closed in finally)
     print(f"rabbitmq: starting a private node {node} on 127.0.0.1:{port}", file=sys.stderr)
     process = subprocess.Popen([server], env=env, stdout=output, stderr=subprocess.STDOUT)
@@ -135,7 +164,16 @@ def private_broker() -> Iterator[str]:
                 tail = (workdir / "server.out").read_text(errors="replace")[-3000:]
                 raise BrokerUnavailable(f"the private RabbitMQ did not start:\n{tail}")
             time.sleep(0.5)
-        yield f"amqp://guest:guest@127.0.0.1:{port}/%2F"
+        management_url = None
+        if http_port is not None:
+            # The HTTP listener comes up with the plugin, a moment after AMQP.
+            while not _http_answers("127.0.0.1", http_port):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    tail = (workdir / "server.out").read_text(errors="replace")[-3000:]
+                    raise BrokerUnavailable(f"the management API did not start:\n{tail}")
+                time.sleep(0.5)
+            management_url = f"http://guest@127.0.0.1:{http_port}"
+        yield PrivateNode(f"amqp://guest:guest@127.0.0.1:{port}/%2F", management_url)
     finally:
         print(f"rabbitmq: stopping {node}", file=sys.stderr)
         ctl = shutil.which("rabbitmqctl", path=env["PATH"])
@@ -148,6 +186,39 @@ def private_broker() -> Iterator[str]:
             process.wait()
         output.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _enable_management(env: dict[str, str]) -> None:
+    """Enable rabbitmq_management in the node's own enabled_plugins file, offline (the node is
+    not running yet; the machine's own plugins file is not touched)."""
+    plugins = shutil.which("rabbitmq-plugins", path=env["PATH"])
+    if plugins is None:
+        raise BrokerUnavailable("rabbitmq-plugins not found: cannot enable rabbitmq_management")
+    done = subprocess.run(
+        [plugins, "--offline", "enable", "rabbitmq_management"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise BrokerUnavailable(
+            f"rabbitmq-plugins could not enable rabbitmq_management:\n{done.stdout}{done.stderr}"
+        )
+
+
+def _http_answers(host: str, port: int) -> bool:
+    """True if an HTTP server answers at host:port (any status)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/api/overview", timeout=2):
+            return True
+    except urllib.error.HTTPError:
+        return True  # 401 without credentials: it is there
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

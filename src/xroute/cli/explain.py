@@ -25,7 +25,10 @@ def explain(
     as_json: bool,
 ) -> None:
     """Show the whole path of one message: exchanges, matching bindings and why (exit 3 if it
-    reaches no queue)."""
+    reaches no queue).
+
+    The routing rules it applies, and where they follow RabbitMQ 4.x, are xroute's contract:
+    docs/semantics.md in the xroute repository."""
     topology = load_topology(definitions, vhost)
     explanation = explain_route(topology, exchange, key, headers_from(header_pairs))
     if as_json:

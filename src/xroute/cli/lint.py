@@ -11,7 +11,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from xroute.cli import EXIT_LINT_FINDINGS, EXIT_OK, cli
-from xroute.cli.options import definitions_option, json_option, vhost_option
+from xroute.cli.options import (
+    definitions_option,
+    json_option,
+    resolve_definitions,
+    vhost_option,
+)
 from xroute.tools.cost import read_keys
 from xroute.tools.findings import SEVERITIES, LintReport, describe_binding
 from xroute.tools.lint import LARGE_EXCHANGE, lint_definitions
@@ -57,7 +62,7 @@ def lint(
     """Report duplicate, redundant, expensive and broken bindings and exchanges, and rank the
     topic exchanges by routing cost."""
     report = lint_definitions(
-        definitions,
+        resolve_definitions(definitions, vhost),
         vhost,
         keys=read_keys(keys_file) if keys_file else None,
         summary=summary_file,

@@ -7,6 +7,12 @@ from typing import Any
 
 import click
 
+from xroute.management import (
+    fetch_definitions,
+    is_management_url,
+    parse_management_url,
+    password_from_env,
+)
 from xroute.topology import Topology
 
 
@@ -28,12 +34,17 @@ def headers_from(pairs: tuple[str, ...]) -> dict[str, Any] | None:
     return dict(parse_header(p) for p in pairs) or None
 
 
+DEFINITIONS_HELP = (
+    "A RabbitMQ definitions export (JSON): a local path or a URI (s3://, gs://, hdfs://...); "
+    "or a live broker's management API http(s)://user@host:15672 (password from "
+    "RABBITMQ_PASSWORD, else asked)."
+)
 definitions_option = click.option(
     "--definitions",
     "-d",
     required=True,
     type=click.Path(dir_okay=False),
-    help="A RabbitMQ definitions export (JSON).",
+    help=DEFINITIONS_HELP,
 )
 vhost_option = click.option("--vhost", default=None, help="Virtual host to read (default: the only one).")
 header_option = click.option(
@@ -61,8 +72,25 @@ def message_options(command):
     return command
 
 
+def resolve_definitions(definitions: str, vhost: str | None) -> str | dict[str, Any]:
+    """A file path as it is; a management API URL fetched now, the password taken from
+    ``RABBITMQ_PASSWORD`` or asked for (hidden) when the variable is not set."""
+    if not is_management_url(definitions):
+        return definitions
+    password = password_from_env()
+    if password is None:
+        endpoint = parse_management_url(definitions)  # a bad URL fails before the prompt
+        password = click.prompt(
+            f"RabbitMQ password for {endpoint.user!r} at {endpoint.base}",
+            hide_input=True,
+            err=True,
+        )
+    return fetch_definitions(definitions, vhost, password=password)
+
+
 def load_topology(definitions: str, vhost: str | None, engine: str | None = None) -> Topology:
-    """The topology of a definitions file, for a command."""
+    """The topology of a definitions file or live broker, for a command."""
+    source = resolve_definitions(definitions, vhost)
     if engine is None:
-        return Topology.from_definitions(definitions, vhost=vhost)
-    return Topology.from_definitions(definitions, vhost=vhost, engine=engine)
+        return Topology.from_definitions(source, vhost=vhost)
+    return Topology.from_definitions(source, vhost=vhost, engine=engine)

@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
+from xroute.cli.options import definitions_option, resolve_definitions, vhost_option
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.pyarrow_reader import READERS
@@ -20,22 +21,21 @@ def _columns(text: str | None) -> tuple[str, ...]:
 
 
 @cli.command()
-@click.option(
-    "--definitions",
-    "-d",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="A RabbitMQ definitions export (JSON).",
-)
-@click.option("--vhost", default=None, help="Virtual host to read (default: the only one).")
+@definitions_option
+@vhost_option
 @click.option(
     "--messages",
     "-m",
     required=True,
-    type=click.Path(),
-    help="The message dataset: a Parquet, JSON Lines or CSV file, or a folder of them.",
+    help="The message dataset: a Parquet, JSON Lines or CSV file, or a folder of them; a local "
+    "path or a URI (s3://bucket/prefix/, gs://, hdfs://, abfs://, file://).",
 )
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    help="Output folder: a local path or a URI. Complete when OUT/_SUCCESS exists.",
+)
 @click.option("--exchange", "-e", default=None, help="Exchange for records with no 'exchange'.")
 @click.option(
     "--format",
@@ -46,7 +46,10 @@ def _columns(text: str | None) -> tuple[str, ...]:
     help="Dataset format (auto: from the file suffixes).",
 )
 @click.option(
-    "--master", default=None, help="Spark master URL (default: local[*], or spark-submit's)."
+    "--master",
+    default=None,
+    help="Spark master URL (default: local[*,3], every core and 3 tries per task; or "
+    "spark-submit's).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace DIR if it exists.")
 @click.option(
@@ -64,8 +67,8 @@ def _columns(text: str | None) -> tuple[str, ...]:
     type=click.Choice(READERS),
     default="auto",
     show_default=True,
-    help="Who reads Parquet input: each task with pyarrow (the input must be at the same path "
-    "on every executor, as the output folder already must be), or Spark's JVM reader. auto: "
+    help="Who reads Parquet input: each task with pyarrow (any storage pyarrow reads), or "
+    "Spark's JVM reader (any storage Spark's Hadoop connectors read). auto: "
     "pyarrow where it reads the dataset as Spark would (not key=value folders, mixed schemas "
     "or types Spark reads by rules of its own), Spark otherwise.",
 )
@@ -90,9 +93,11 @@ def pipeline(
 ) -> None:
     """Route every message of a dataset through a topology, on Spark.
 
-    Writes DIR/deliveries (message_id, queue), DIR/unroutable, DIR/rejected (with a reason),
-    DIR/summary.json and DIR/summary.png, and prints the summary. The run fails, leaving no
-    DIR, unless input = delivered + unroutable + rejected.
+    Writes OUT/deliveries (message_id, queue), OUT/unroutable, OUT/rejected (with a reason),
+    OUT/summary.json, OUT/summary.png and, last, OUT/_SUCCESS; and prints the summary. The run
+    fails, leaving no output, unless input = delivered + unroutable + rejected. Storage
+    credentials come from the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    AWS_ENDPOINT_URL, AWS_REGION), on the driver and on every executor.
     """
     from xroute.pipeline.job import PipelineOptions, run_pipeline
     from xroute.pipeline.spark import start_spark
@@ -100,7 +105,7 @@ def pipeline(
 
     console = Console()
     options = PipelineOptions(
-        definitions=definitions,
+        definitions=resolve_definitions(definitions, vhost),
         messages=messages,
         out=out,
         exchange=exchange,
@@ -119,4 +124,7 @@ def pipeline(
     summary = run_pipeline(spark, options, session_start_s=session_start)
     for table in summary_tables(summary):
         console.print(table)
-    console.print(f"outputs in {out}/: deliveries/ unroutable/ rejected/ summary.json summary.png")
+    console.print(
+        f"outputs in {out.rstrip('/')}/: deliveries/ unroutable/ rejected/ summary.json "
+        "summary.png _SUCCESS"
+    )

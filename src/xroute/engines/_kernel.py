@@ -28,7 +28,13 @@ two threads must never run them at once.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from xroute.engines import numba_cache
+
+# Before numba files these kernels: one cache folder for every process, zip or not.
+numba_cache.prepare()
+
+from numba import njit  # noqa: E402  (after the cache locator is in place)
 
 # Fibonacci hashing: a multiplier close to 2**64 / golden ratio spreads the keys.
 _HASH_MULTIPLIER = np.uint64(11400714819323198485)

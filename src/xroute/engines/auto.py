@@ -1,15 +1,28 @@
-"""``auto``, the default engine: the lazy DFA for single keys, the compiled kernel for batches.
+"""``auto``, the default engine: chooses per call, so that a user never has to pick.
 
-One trie serves both (the DFA engine is a trie; the kernel flattens the same one), so a user
-never chooses and never pays twice for bindings. The rule, also in docs/engines.md:
+One trie serves every path (the DFA engine is a trie; the numba kernel flattens the same one),
+so bindings are held once. In front sits a memo of routing key -> destinations, because a key
+that repeats costs one dict lookup there (as `bitmap` and the route cache), against one dict
+lookup per word in the DFA. The rule, also in docs/engines.md:
 
-- ``match`` (one key, as `Topology.route` asks): the DFA (`xroute.engines.dfa`).
-- ``match_many`` / ``match_many_ids`` with fewer than `AUTO_BATCH_MIN` keys: the DFA, key by key.
-- larger batches: the numba kernel (`xroute.engines.compiled`) if its flat copy of the trie is
-  current; otherwise only once the keys of such batches since the last binding change reach
+- ``match`` (one key, as `Topology.route` asks): the memo, else the lazy DFA
+  (`xroute.engines.dfa`), whose answer the memo keeps.
+- ``match_many`` (sets asked for): the memo and the DFA key by key, whatever the batch size,
+  because the DFA hands out the frozenset its state keeps, shared by every key that ends
+  there, while the kernel's flat answer needs one new frozenset per key: 30 times slower at
+  10k bindings, and at 100k bindings (2,250 queues a key) still 2 to 3 times slower than the
+  trie walk the DFA falls back to while it thrashes.
+- ``match_many_ids`` (ids asked for) with at least `AUTO_BATCH_MIN` keys: the kernel, which
+  writes ids straight from Arrow's buffers, if its flat copy of the trie is current; otherwise
+  only once the keys of such batches since the last binding change reach
   `AUTO_FLATTEN_AFTER`, because flattening the trie costs about as much as routing that many
-  new keys with the Python DFA. Bindings that change between every small batch thus keep the
-  DFA; a stable topology with a stream of batches moves to the kernel.
+  new keys with the Python DFA. Smaller batches, and batches right after a change: the memo
+  and the DFA, flattened by `TopicMatcher` (one id array per distinct frozenset).
+
+The memo is bounded (`AUTO_MEMO_MAX_KEYS`, `AUTO_MEMO_MAX_CELLS`) and dropped whole on any
+binding change: the DFA below is invalidated precisely and stays warm, so refilling the memo
+costs one warm DFA walk per key, while keeping it exact key by key would cost a pattern test
+per remembered key on every change (what made `bitmap` block on binding churn).
 """
 
 from __future__ import annotations
@@ -30,36 +43,106 @@ AUTO_BATCH_MIN = 256
 # about as much per key as flattening does per 10-100 nodes (both grow with the bindings; see
 # `xroute bench engines`): after about this many batch keys a fresh flat trie has paid for itself.
 AUTO_FLATTEN_AFTER = 4096
+# The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
+# summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
+# the memo alone keeps them alive, so their size is bounded: 2M cells is about 60 MB of
+# frozensets, room for about 900 keys of 2,250 queues each (100k seed bindings).
+# When either is reached the older half is forgotten (a refill is one DFA walk per key).
+AUTO_MEMO_MAX_KEYS = 16_384
+AUTO_MEMO_MAX_CELLS = 2_000_000
+# Keys that never repeat would make the memo pure upkeep (a quarter to a half of a warm DFA
+# walk per key). So every AUTO_MEMO_PROBE keys it keeps, it checks that it answered at least
+# one lookup per AUTO_MEMO_MIN_HIT_SHARE keys kept meanwhile; if not, it pauses: it keeps no
+# new key for up to AUTO_MEMO_SKIP misses, but still answers from what it holds, and every
+# AUTO_MEMO_PROBE misses of the pause it ends it if those answers came back to their share
+# (a working set larger than AUTO_MEMO_PROBE keys is thus kept after one short pause).
+AUTO_MEMO_PROBE = 1_024
+AUTO_MEMO_MIN_HIT_SHARE = 4
+AUTO_MEMO_SKIP = 65_536  # a multiple of 1,024: the pause is checked every 1,024 misses
 
 
 @register
 class AutoEngine(BatchKernel, DfaEngine):
-    """The DFA for single keys and small batches; the compiled kernel for large batches."""
+    """A key memo over the lazy DFA for keys and sets; the compiled kernel for id batches."""
 
     name = "auto"
-    route_cache_default = False  # the DFA remembers per state already
+    route_cache_default = False  # the memo is the route cache, dropped on change at no cost
 
     def __init__(self) -> None:
         super().__init__()
+        self._memo: dict[str, frozenset] = {}
+        self._memo_cells = 0
+        self._memo_clears = 0
+        self._memo_hits = self._memo_inserts = 0  # since the last probe
+        self._memo_skip = 0  # misses left that the memo does not keep
+        self._memo_skips = 0
         self._batch_keys_since_change = 0
         self._kernel_batches = self._dfa_batches = 0
 
     def add(self, words: Words, destination: Hashable) -> None:
         super().add(words, destination)
-        self._batch_keys_since_change = 0
+        self._changed()
 
     def remove(self, words: Words, destination: Hashable) -> None:
         super().remove(words, destination)
-        self._batch_keys_since_change = 0
+        self._changed()
+
+    # hot: `xroute bench engines --paths` auto match (a hit is one dict lookup; a miss pays
+    # the memo's upkeep inline, since a method call per miss cost 10% of a warm DFA walk)
+    def match(self, key: str) -> frozenset:
+        memo = self._memo
+        found = memo.get(key)
+        if found is not None:
+            self._memo_hits += 1
+            return found
+        # The DFA walk of `DfaEngine.match`, inlined: a second Python call per miss cost as
+        # much as the memo's whole upkeep.
+        self._matches += 1
+        if self._bypass:
+            found = DfaEngine.match(self, key)
+        else:
+            state = self._start or self._make_start()
+            if key:
+                dead = self._dead
+                for word in key.split("."):
+                    following = state.next.get(word)
+                    if following is None:
+                        following = self._advance(state, word)
+                    if following is dead:
+                        state = dead
+                        break
+                    state = following
+            found = state.destinations
+            if found is None:
+                found = self._finish(state)
+        if self._memo_skip:  # keys do not repeat lately: the memo would only cost
+            self._memo_skip -= 1
+            if not self._memo_skip & 1023:
+                self._check_pause()
+            return found
+        if self._memo_cells > AUTO_MEMO_MAX_CELLS or len(memo) >= AUTO_MEMO_MAX_KEYS:
+            memo = self._sweep_memo()
+        memo[key] = found
+        self._memo_cells += len(found)
+        self._memo_inserts += 1
+        if self._memo_inserts >= AUTO_MEMO_PROBE:
+            self._probe_memo()
+        return found
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
-        if self._use_kernel(len(keys)):
-            return self.kernel_match_many(keys)
-        return super().match_many(keys)
+        # Key by key through `match` (memo, then the inlined DFA walk): the frozensets come
+        # from the memo or the DFA's states, shared, never built per key.
+        self._dfa_batches += 1
+        match = self.match
+        return [match(key) for key in keys]
 
     def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
-        # None hands a small batch back to TopicMatcher's generic path (DFA key by key).
-        return super().match_many_ids(keys) if self._use_kernel(len(keys)) else None
+        # None hands the batch back to TopicMatcher's generic path (match_many, flattened).
+        if len(keys) >= AUTO_BATCH_MIN and self._kernel_worth(len(keys)):
+            self._kernel_batches += 1
+            return super().match_many_ids(keys)
+        self._dfa_batches += 1
+        return None
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -68,13 +151,47 @@ class AutoEngine(BatchKernel, DfaEngine):
             **self.kernel_stats(),
             "auto_kernel_batches": self._kernel_batches,
             "auto_dfa_batches": self._dfa_batches,
+            "auto_memo_keys": len(self._memo),
+            "auto_memo_cells": self._memo_cells,
+            "auto_memo_clears": self._memo_clears,
+            "auto_memo_pauses": self._memo_skips,
         }
 
-    def _use_kernel(self, keys: int) -> bool:
-        if keys >= AUTO_BATCH_MIN:
-            self._batch_keys_since_change += keys
-            if self._flat is not None or self._batch_keys_since_change >= AUTO_FLATTEN_AFTER:
-                self._kernel_batches += 1
-                return True
-        self._dfa_batches += 1
-        return False
+    def _check_pause(self) -> None:
+        """Every 1,024 misses of a pause: end it early if the keys the memo holds answered
+        their share meanwhile (keys repeat again)."""
+        if self._memo_hits * AUTO_MEMO_MIN_HIT_SHARE >= 1024:
+            self._memo_skip = 0
+        self._memo_hits = 0
+
+    def _probe_memo(self) -> None:
+        """Every `AUTO_MEMO_PROBE` keys kept: if the memo answered few lookups meanwhile, keys
+        are not repeating, so keep none for a while (the DFA below stays warm)."""
+        if self._memo_hits * AUTO_MEMO_MIN_HIT_SHARE < self._memo_inserts:
+            self._memo_skip = AUTO_MEMO_SKIP
+            self._memo_skips += 1
+        self._memo_hits = self._memo_inserts = 0
+
+    def _sweep_memo(self) -> dict[str, frozenset]:
+        """The memo reached a bound: forget its older half (dicts keep insertion order), so
+        the keys routed lately stay; the memo."""
+        memo = self._memo
+        drop = list(memo)[: len(memo) // 2 + 1]
+        cells = self._memo_cells
+        for key in drop:
+            cells -= len(memo.pop(key))
+        self._memo_cells = cells
+        self._memo_clears += 1
+        return memo
+
+    def _changed(self) -> None:
+        self._batch_keys_since_change = 0
+        if self._memo:
+            self._memo = {}
+            self._memo_cells = 0
+
+    def _kernel_worth(self, keys: int) -> bool:
+        """True if a batch of ``keys`` new keys should go through the kernel: its flat trie is
+        current, or enough batch keys came since the last change to pay for flattening it."""
+        self._batch_keys_since_change += keys
+        return self._flat is not None or self._batch_keys_since_change >= AUTO_FLATTEN_AFTER

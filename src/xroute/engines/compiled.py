@@ -16,27 +16,19 @@ walking one key.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Hashable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from xroute.engines import numba_cache
 from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.trie import Node, TrieEngine
 
 
-def _numba_cache_dir() -> None:
-    # numba writes its cache beside the source by default, which a site-packages install or a
-    # Spark executor may not allow; a per-user folder always works.
-    if "NUMBA_CACHE_DIR" not in os.environ:
-        folder = Path.home() / ".cache" / "xroute" / "numba"
-        os.environ["NUMBA_CACHE_DIR"] = str(folder)
-
-
 def _kernel() -> Any:
-    _numba_cache_dir()
+    # One cache folder for the driver and Spark workers alike (see numba_cache).
+    numba_cache.prepare()
     from xroute.engines import _kernel
 
     return _kernel

@@ -85,27 +85,28 @@ class DfaEngine(TrieEngine):
 
     # -- bindings ------------------------------------------------------------------------
     def add(self, words: Words, destination: Hashable) -> None:
-        path = self._existing_path(words)
-        self._forget(path)
-        super().add(words, destination)
-        for word in words[len(path) - 1 :]:  # the edges this binding created
+        path, created = self.insert(words, destination)
+        # Only the nodes that existed before gain an edge or a destination: drop the states
+        # that hold one (new nodes are in no state yet).
+        if self._states:
+            self._forget(path[:created])
+        vocabulary = self._vocabulary
+        for word in words[created - 1 :]:  # the edges this binding created
             if word != STAR and word != HASH:
-                self._vocabulary[word] = self._vocabulary.get(word, 0) + 1
+                vocabulary[word] = vocabulary.get(word, 0) + 1
 
     def remove(self, words: Words, destination: Hashable) -> None:
-        path = self._existing_path(words)
-        self._forget(path)
-        super().remove(words, destination)
-        for depth in range(1, len(words) + 1):
-            if path[depth - 1].child(words[depth - 1]) is not path[depth]:
-                for word in words[depth - 1 :]:  # pruned from here down
-                    if word != STAR and word != HASH:
-                        left = self._vocabulary[word] - 1
-                        if left:
-                            self._vocabulary[word] = left
-                        else:
-                            del self._vocabulary[word]
-                break
+        path, pruned = self.delete(words, destination)
+        if self._states:
+            self._forget(path)
+        vocabulary = self._vocabulary
+        for word in words[pruned - 1 :]:  # the edges pruned
+            if word != STAR and word != HASH:
+                left = vocabulary[word] - 1
+                if left:
+                    vocabulary[word] = left
+                else:
+                    del vocabulary[word]
 
     # -- matching (hot: `xroute bench engines` single-key dfa latency) ----------------------
     def match(self, key: str) -> frozenset:
@@ -207,17 +208,6 @@ class DfaEngine(TrieEngine):
         self._matches_at_reset = self._matches
 
     # -- invalidation ----------------------------------------------------------------------
-    def _existing_path(self, words: Words) -> list[Node]:
-        """The trie nodes along ``words`` that exist now, from the root down."""
-        node = self._root
-        path = [node]
-        for word in words:
-            node = node.child(word)
-            if node is None:
-                break
-            path.append(node)
-        return path
-
     def _forget(self, path: list[Node]) -> None:
         """Drop every state that holds a node of ``path``: only their transitions may change."""
         holding = self._holding

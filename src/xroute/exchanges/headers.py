@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from xroute.errors import InvalidArguments
+from xroute.errors import InvalidArguments, short_repr
 from xroute.headers import VOID, canonical
 from xroute.model import Binding
 
@@ -29,11 +29,11 @@ MATCH_MODES = {
 def match_mode(arguments: Mapping[str, Any]) -> tuple[bool, bool]:
     """(any?, with x-?) for a binding's arguments; `InvalidArguments` for a bad ``x-match``."""
     mode = arguments.get(X_MATCH, "all")
-    if isinstance(mode, (bytes, bytearray)):
-        mode = bytes(mode).decode("utf-8", "replace")
-    if not isinstance(mode, str):
+    if type(mode) is not str:
+        # bytes too: RabbitMQ takes only a longstr (a client decodes one as str) and answers 406
+        # to binary "any".
         raise InvalidArguments(
-            f"invalid x-match {mode!r} ({type(mode).__name__}); expected a string: "
+            f"invalid x-match {short_repr(mode)} ({type(mode).__name__}); expected text: "
             f"{', '.join(MATCH_MODES)}",
             arguments,
         )
@@ -63,6 +63,8 @@ class HeadersExchange:
 
     def __init__(self) -> None:
         self._by_value: dict[tuple[str, tuple], set[Binding]] = {}
+        # Value criteria per header name: a message's other headers are never canonicalized.
+        self._valued: dict[str, int] = {}
         self._by_presence: dict[str, set[Binding]] = {}
         self._needed: dict[Binding, int] = {}  # hits an 'all' binding needs; 1 for 'any'
         self._always: set[Binding] = set()  # 'all' with no criteria matches every message
@@ -86,7 +88,10 @@ class HeadersExchange:
             (self._never if any_mode else self._always).add(binding)
             return
         for index, key in entries:
-            index.setdefault(key, set()).add(binding)
+            bound = index.setdefault(key, set())
+            if index is self._by_value and not bound:
+                self._valued[key[0]] = self._valued.get(key[0], 0) + 1
+            bound.add(binding)
         self._needed[binding] = 1 if any_mode else len(entries)
 
     def unbind(self, binding: Binding) -> None:
@@ -99,15 +104,21 @@ class HeadersExchange:
             bound.discard(binding)
             if not bound:
                 del index[key]
+                if index is self._by_value:
+                    left = self._valued[key[0]] - 1
+                    if left:
+                        self._valued[key[0]] = left
+                    else:
+                        del self._valued[key[0]]
 
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         hits: dict[Binding, int] = {}
+        by_presence, valued = self._by_presence, self._valued
         for name, value in headers.items():
-            for bound in (
-                self._by_presence.get(name, ()),
-                self._by_value.get((name, canonical(value, name)), ()),
-            ):
-                for binding in bound:
+            for binding in by_presence.get(name, ()):
+                hits[binding] = hits.get(binding, 0) + 1
+            if name in valued:
+                for binding in self._by_value.get((name, canonical(value, name)), ()):
                     hits[binding] = hits.get(binding, 0) + 1
         needed = self._needed
         matched = [binding for binding, count in hits.items() if count >= needed[binding]]

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from xroute.engines import TopicMatcher
-from xroute.keys import check_pattern
+from xroute.engines.reference import pattern_matches
+from xroute.keys import check_pattern, is_short_key, split_words
 from xroute.model import Binding
 
 
@@ -35,4 +36,14 @@ class TopicExchange:
         match = self.matcher.match
         if len(keys) == 1:
             return match(keys[0])
-        return [b for key in keys for b in match(key)]
+        return [b for key in keys for b in (match(key) if is_short_key(key) else self._slow(key))]
+
+    def _slow(self, key: str) -> list[Binding]:
+        # A CC/BCC key longer than 255 bytes, or bytes that are not UTF-8: RabbitMQ routes it,
+        # the engines take only short-string keys. Rare, so every binding is tested in turn.
+        words = split_words(key)
+        return [
+            binding
+            for pattern, binding in self.matcher.bindings()
+            if pattern_matches(split_words(pattern), words)
+        ]

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from pyarrow.fs import FileType
+
 from xroute.errors import DatasetError
+from xroute.storage import Location, locate
 
 FORMATS = ("parquet", "json", "csv")
 SUFFIXES = {
@@ -31,6 +34,10 @@ QUEUE, REASON = "queue", "reason"
 FILE_COLUMN, ROW_COLUMN = "_xroute_file", "_xroute_row"
 CORRUPT = "_corrupt_record"  # Spark's column for a JSON line that does not parse
 _EMPTY_MARK = "\u0001xroute-empty\u0001"  # a quoted empty CSV field, until it is made ""
+# Where Spark's file stream source can read without extra jars.
+STREAM_SCHEMES = ("", "file", "hdfs")
+# Files older than this (relative to the newest seen) are ignored by Spark's file stream source.
+STREAM_MAX_FILE_AGE = "36500d"
 TASKS_PER_CORE = 4  # Parquet input is split into about this many tasks per core
 # For text formats: one task reads each file from its start, so rows can be counted.
 WHOLE_FILES = {
@@ -60,35 +67,37 @@ class Dataset:
     footers: tuple[ParquetFooter, ...] = ()  # when the tasks read the files themselves
 
 
-def data_files(target: Path) -> list[Path]:
+def data_files(target: Location) -> list[Location]:
     """The files of a dataset, as Spark lists them: the file itself, or every file under the
     folder whose path has no part starting with ``_`` or ``.``, in path order."""
-    if target.is_file():
+    if target.info().type == FileType.File:
         return [target]
-    return sorted(
-        p
-        for p in target.rglob("*")
-        if p.is_file()
-        and not any(part.startswith(("_", ".")) for part in p.relative_to(target).parts)
-    )
+    base = target.path.rstrip("/") + "/"
+    found = []
+    for path in target.files():
+        parts = path[len(base) :].split("/")
+        if not any(part.startswith(("_", ".")) for part in parts):
+            found.append(target.child(*parts))
+    return found
 
 
-def dataset_root(path: str) -> str:
+def dataset_root(target: Location) -> str:
     """The URI that generated message ids name files under: the folder, or the file's own."""
-    uri = Path(path).resolve().as_uri()
-    return uri if Path(path).is_dir() else uri.rsplit("/", 1)[0]
+    return target.uri if target.is_dir() else target.uri.rsplit("/", 1)[0]
 
 
 def detect_format(path: str, fmt: str = "auto") -> str:
-    """``fmt``, or for ``auto`` the format named by the file suffixes under ``path``."""
-    target = Path(path)
+    """``fmt``, or for ``auto`` the format named by the file suffixes under ``path`` (a local
+    path or a storage URI)."""
+    target = locate(path)
     if not target.exists():
         raise DatasetError(f"message dataset {path!r} does not exist", path)
     if fmt != "auto":
         if fmt not in FORMATS:
             raise DatasetError(f"unknown format {fmt!r}; use auto, {', '.join(FORMATS)}", path)
         return fmt
-    found = {SUFFIXES.get(p.suffix.lower()) for p in data_files(target)} - {None}
+    found = {SUFFIXES.get(PurePosixPath(f.path).suffix.lower()) for f in data_files(target)}
+    found -= {None}
     if len(found) == 1:
         return found.pop()
     if not found:
@@ -102,22 +111,86 @@ def detect_format(path: str, fmt: str = "auto") -> str:
 
 def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
     """The dataset at ``path`` as a DataFrame, with the columns that name each record."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
     fmt = detect_format(path, fmt)
+    target = locate(path)
     reader = spark.read
-    if not partitioned(Path(path)):
+    if not partitioned(target):
         # Files in plain subfolders (2026/01/part.parquet) are read too; Spark would refuse
         # them, expecting key=value folders, which name columns and are left to it.
         reader = reader.option("recursiveFileLookup", True)
+    return _dataset(reader, path, fmt, dataset_root(target))
+
+
+def read_message_stream(
+    spark: Any, path: str, fmt: str = "auto", schema: Any = None, max_files: int = 10
+) -> Dataset:
+    """The files arriving under the folder ``path`` as a streaming DataFrame (Spark's file
+    stream source, at most ``max_files`` new files per micro-batch), with the columns that
+    name each record. ``schema`` is a DDL string or a StructType; without one it is taken
+    from the files present now, as `read_messages` reads them. JSON lines that do not parse
+    keep their text in ``_corrupt_record``, to be rejected with a reason."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    scheme = urlparse(path).scheme if "://" in path else ""
+    if scheme not in STREAM_SCHEMES:
+        # Spark's JVM lists and reads the source itself (xroute's tasks only write the output).
+        raise DatasetError(
+            f"the stream source {path!r} is on {scheme}://, which Spark's file stream source "
+            "reads only with its Hadoop connector on the classpath (hadoop-aws for s3a://, "
+            "not installed here): use a local folder (or HDFS); OUT may be on any storage",
+            path,
+        )
+    target = locate(path)
+    if not target.is_dir():
+        raise DatasetError(f"the stream source {path!r} must be an existing folder", path)
+    present = data_files(target)
+    if fmt == "auto" and present:
+        fmt = detect_format(path, fmt)
+    if schema is None:
+        if not present:
+            raise DatasetError(
+                f"the stream source {path!r} has no files yet to take a schema from; pass "
+                "--schema (e.g. 'routing_key string, exchange string, headers string')",
+                path,
+            )
+        found = read_messages(spark, path, fmt).schema
+        schema = StructType([f for f in found.fields if f.name not in (FILE_COLUMN, ROW_COLUMN)])
+    elif isinstance(schema, str):
+        try:
+            schema = spark.createDataFrame([], schema).schema
+        except Exception as error:
+            raise DatasetError(
+                f"--schema {schema!r} is not a Spark DDL schema: {_first_line(error)}", schema
+            ) from None
+    if fmt == "auto":
+        raise DatasetError(
+            f"cannot tell the format of the stream {path!r} before files arrive; pass --format",
+            path,
+        )
+    if fmt == "json" and CORRUPT not in schema.fieldNames():
+        # A file that arrives later may hold lines that do not parse: they must be kept.
+        schema = StructType([*schema.fields, StructField(CORRUPT, StringType())])
+    # Spark's default ignores, after the first batch, a file whose modification time is a
+    # week older than the newest one seen (one copied with its old time kept): never skip.
+    reader = spark.readStream.option("maxFilesPerTrigger", max_files).option(
+        "maxFileAge", STREAM_MAX_FILE_AGE
+    )
+    return _dataset(reader, path, fmt, dataset_root(target), schema)
+
+
+def _dataset(reader: Any, path: str, fmt: str, root: str, schema: Any = None) -> Dataset:
+    """Open ``path`` with ``reader`` (Spark's batch or stream reader) as ``fmt``; ``schema``
+    (a StructType) when known, else inferred (batch only)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
     try:
         if fmt == "parquet":
-            frame = reader.parquet(path)
+            frame = (reader if schema is None else reader.schema(schema)).parquet(path)
             row = F.col("_metadata.row_index")
         else:
             if fmt == "json":
-                inferred = reader.json(path).schema
+                inferred = reader.json(path).schema if schema is None else schema
                 # Text is what the job wants for these columns: a JSON object under "headers"
                 # stays its JSON text, and a number under "routing_key" stays its digits.
                 text = {KEY, EXCHANGE, HEADERS, MESSAGE_ID}
@@ -132,6 +205,8 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
                 # RFC 4180 quoting ("" inside quotes); an empty unquoted field is a missing
                 # value, a quoted "" an empty string. Spark reads both as null unless the
                 # quoted one is told apart: it comes back as a marker, then made "".
+                if schema is not None:
+                    reader = reader.schema(schema)
                 frame = (
                     reader.option("header", True)
                     .option("escape", '"')
@@ -149,8 +224,15 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
             row = F.lit(None).cast("long")
     except Exception as error:  # Spark's AnalysisException and friends: say it our way
         if type(error).__module__.startswith("pyspark"):
+            hint = ""
+            if "No FileSystem for scheme" in str(error):
+                hint = (
+                    " (Spark itself reads this storage only with its Hadoop connector on the "
+                    "classpath, e.g. hadoop-aws for s3a://; xroute's own tasks read Parquet on "
+                    "any storage pyarrow reads: --reader pyarrow)"
+                )
             raise DatasetError(
-                f"cannot read {fmt} dataset {path!r}: {_first_line(error)}", path
+                f"cannot read {fmt} dataset {path!r}: {_first_line(error)}{hint}", path
             ) from None
         raise
     columns = tuple(frame.columns)
@@ -159,14 +241,14 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
         F.col("_metadata.file_path").alias(FILE_COLUMN),
         row.alias(ROW_COLUMN),
     )
-    return Dataset(fmt, columns, dataset_root(path), frame.schema, frame=frame)
+    return Dataset(fmt, columns, root, frame.schema, frame=frame)
 
 
 def check_columns(
     dataset: Dataset, default_exchange: str | None, keep_columns: Sequence[str]
 ) -> None:
     """Refuse, before any work, a dataset the job cannot route: `DatasetError` naming why."""
-    from pyspark.sql.types import MapType, StringType
+    from pyspark.sql.types import MapType, StringType, StructType
 
     columns = dataset.columns
     types = {f.name: f.dataType for f in dataset.schema.fields}
@@ -178,9 +260,9 @@ def check_columns(
         raise DatasetError(
             f"the dataset has no {EXCHANGE!r} column: name the exchange with --exchange", EXCHANGE
         )
-    if HEADERS in columns and not isinstance(types[HEADERS], (StringType, MapType)):
+    if HEADERS in columns and not isinstance(types[HEADERS], (StringType, MapType, StructType)):
         raise DatasetError(
-            f"column {HEADERS!r} must be a map or a JSON object as text, not "
+            f"column {HEADERS!r} must be a struct, a map or a JSON object as text, not "
             f"{types[HEADERS].simpleString()}",
             HEADERS,
         )
@@ -201,9 +283,12 @@ def check_columns(
             raise DatasetError(f"{MESSAGE_ID!r} is always in deliveries; do not keep it", name)
 
 
-def partitioned(path: Path) -> bool:
+def partitioned(target: Location) -> bool:
     """Whether a dataset folder has Hive-style ``key=value`` subfolders."""
-    return path.is_dir() and any(p.is_dir() and "=" in p.name for p in path.rglob("*"))
+    if not target.is_dir():
+        return False
+    base = target.path.rstrip("/") + "/"
+    return any("=" in part for path in target.files() for part in path[len(base) :].split("/")[:-1])
 
 
 def local_path(uri: str) -> str:

@@ -1,21 +1,20 @@
-"""The pipeline's main: read, check, route on the executors, prove the counts, move into place.
+"""The pipeline's main: read, check, route on the executors, prove the counts, publish.
 
-Outputs are written into a temporary folder beside DIR and moved into place only once the
-invariant (input = delivered + unroutable + rejected, and every written file counted) holds:
-a failed run leaves no DIR behind, and an existing DIR is refused unless ``overwrite``.
+Every path may be local or a storage URI. Outputs are staged under OUT and published only once
+the invariant (input = delivered + unroutable + rejected, and every written file counted)
+holds, ``_SUCCESS`` last (`xroute.pipeline.commit`): a failed run leaves no output behind, and
+an existing OUT is refused unless ``overwrite``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
+import re
 import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,17 +24,20 @@ import pyarrow.parquet as pq
 from xroute.batch import BatchRouter
 from xroute.definitions import read_definitions
 from xroute.engines import TopicMatcher
-from xroute.errors import DatasetError, OutputExists, PipelineFailed, XRouteError
+from xroute.errors import DatasetError, PipelineFailed, XRouteError
 from xroute.pipeline import io
+from xroute.pipeline.commit import Commit
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
 from xroute.pipeline.pyarrow_reader import READERS, arrow_schema, plan_splits, survey
-from xroute.pipeline.summary import TOP_KEYS, build_summary, write_summary
+from xroute.pipeline.spark import session_settings
+from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
 from xroute.pipeline.transform import Plan, route_batch
 from xroute.pipeline.worker import (
     MANIFEST_SCHEMA,
     OUTPUTS,
     Task,
+    fingerprint,
     partition_function,
     split_function,
 )
@@ -46,7 +48,7 @@ from xroute.topology import Topology
 class PipelineOptions:
     """One run's parameters, as ``xroute pipeline`` takes them."""
 
-    definitions: str
+    definitions: str | Mapping[str, Any]  # a path, a management API URL, or a parsed export
     messages: str
     out: str
     exchange: str | None = None
@@ -65,10 +67,9 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """Run the job on ``spark`` and return its summary (also written to DIR/summary.json)."""
     started = time.perf_counter()
-    out = Path(options.out).absolute()
-    _refuse_existing(out, options.overwrite)
+    commit = Commit(options.out, OUTPUTS, options.overwrite)
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
-    definitions = read_definitions(options.definitions)
+    definitions = read_definitions(options.definitions, options.vhost)
     # Checks the definitions, and numbers the queues and bindings as the workers will; the
     # driver routes nothing, so the engine with the cheapest build will do.
     topology = Topology.from_definitions(definitions, vhost=options.vhost, engine="reference")
@@ -76,14 +77,13 @@ def run_pipeline(
     dataset = _read(spark, options)
     io.check_columns(dataset, options.exchange, options.keep_columns)
     plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
-    temp = out.parent / f".{out.name}.xroute-{uuid.uuid4().hex[:12]}"
-    temp.mkdir(parents=True)
     phases = {"prepare": time.perf_counter() - started}
     try:
-        counts, manifest = _route(spark, options, dataset, plan, definitions, temp, phases)
+        commit.begin()
+        counts, manifest = _route(spark, options, dataset, plan, definitions, commit, phases)
         mark = time.perf_counter()
-        top_keys = _top_unroutable(temp, counts["unroutable"])
-        _write_empty_outputs(_batch_schema(spark, dataset), plan, router, temp)
+        top_keys = _top_unroutable(commit, counts["unroutable"])
+        _write_empty_outputs(_batch_schema(spark, dataset), plan, router, commit)
         phases["unroutable_keys"] = time.perf_counter() - mark
         wall = time.perf_counter() - started
         summary = build_summary(
@@ -108,24 +108,11 @@ def run_pipeline(
                 **options.extra,
             },
         )
-        write_summary(summary, temp)
-        _move_into_place(temp, out, options.overwrite)
+        commit.publish(summary_files(summary), {"counts": counts})
     except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
+        commit.abort()
         raise
     return summary
-
-
-def _refuse_existing(out: Path, overwrite: bool) -> None:
-    if out.exists() and not overwrite:
-        raise OutputExists(out)
-    if out.exists() and not out.is_dir():
-        raise OutputExists(out)  # a file is never replaced by a folder
-
-
-def _token(definitions: dict[str, Any], options: PipelineOptions) -> str:
-    text = json.dumps([definitions, options.vhost, options.engine], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
@@ -156,17 +143,25 @@ def _route(
     dataset: io.Dataset,
     plan: Plan,
     definitions: dict[str, Any],
-    temp: Path,
+    commit: Commit,
     phases: dict[str, float],
 ) -> tuple[dict[str, int], dict[str, Any]]:
     """Run the routing job; the proven counts and the merged manifest."""
     context = spark.sparkContext
     broadcast = context.broadcast(definitions)
-    task = Task(plan, _token(definitions, options), options.vhost, options.engine, str(temp))
-    saved = _set_read_settings(spark, dataset.format) if dataset.frame is not None else {}
+    task = Task(
+        plan,
+        fingerprint(definitions, options.vhost, options.engine),
+        options.vhost,
+        options.engine,
+        commit.staging.uri,
+    )
+    settings = _read_settings(spark, dataset.format) if dataset.frame is not None else {}
     group = f"xroute-{uuid.uuid4().hex[:8]}"
     try:
-        with spark_progress(context, group, "routing", enabled=options.progress):
+        with session_settings(spark, settings), spark_progress(
+            context, group, "routing", enabled=options.progress
+        ):
             mark = time.perf_counter()
             route = partition_function(task, broadcast)
             if dataset.frame is not None:
@@ -190,16 +185,11 @@ def _route(
     except XRouteError:
         raise
     except Exception as error:
-        raise PipelineFailed(f"the Spark job failed: {_spark_error(error)}") from None
+        raise PipelineFailed(f"the Spark job failed: {spark_error(error)}") from None
     finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
         broadcast.unpersist()
-    manifest = _merge(manifests)
-    written = _keep_listed_files(temp, manifest["files"])
+    manifest = merge_manifests(manifests)
+    written = commit.keep_listed(manifest["files"])
     counts = {
         "input": read,
         "delivered": manifest["delivered"],
@@ -207,7 +197,7 @@ def _route(
         "unroutable": written["unroutable"],
         "rejected": written["rejected"],
     }
-    _check_invariant(counts, manifest)
+    check_invariant(counts, manifest)
     return counts, manifest
 
 
@@ -223,26 +213,21 @@ def _count_input(dataset: io.Dataset) -> int:
     return dataset.frame.count()
 
 
-def _set_read_settings(spark: Any, fmt: str) -> dict[str, str | None]:
-    """Set how Spark splits the input for this job; the previous values, to restore."""
+def _read_settings(spark: Any, fmt: str) -> dict[str, str | None]:
+    """How Spark splits the input for this job."""
     if fmt == "parquet":
         # Several tasks per core even for a file of a few hundred MB: they balance better and
         # the progress bar moves (rows keep their numbers whatever the split).
-        wanted = {
+        return {
             "spark.sql.files.minPartitionNum": str(
                 io.TASKS_PER_CORE * spark.sparkContext.defaultParallelism
             )
         }
-    else:
-        wanted = dict(io.WHOLE_FILES)
-    saved = {}
-    for key, value in wanted.items():
-        saved[key] = spark.conf.get(key, None)
-        spark.conf.set(key, value)
-    return saved
+    return dict(io.WHOLE_FILES)
 
 
-def _merge(manifests: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_manifests(manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    """The manifests of a job's tasks, summed (files listed, per-file input counts merged)."""
     if not manifests:
         raise PipelineFailed("the Spark job returned no manifest at all")
     merged: dict[str, Any] = {
@@ -255,6 +240,7 @@ def _merge(manifests: list[dict[str, Any]]) -> dict[str, Any]:
         "rows": Counter(),
         "partitions": len(manifests),
         "task_seconds": Counter(),
+        "inputs": Counter(),
     }
     for m in manifests:
         merged["input"] += m["input"]
@@ -264,6 +250,7 @@ def _merge(manifests: list[dict[str, Any]]) -> dict[str, Any]:
         merged["errors"].update(m["errors"])
         merged["rows"].update(m["rows"])
         merged["task_seconds"].update(m.get("seconds", {}))
+        merged["inputs"].update(m.get("inputs", {}))
         for name in OUTPUTS:
             merged["files"][name].extend(m["files"][name])
     merged["queues"] = merged["queues"].tolist()
@@ -271,30 +258,8 @@ def _merge(manifests: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _keep_listed_files(temp: Path, files: dict[str, list[str]]) -> dict[str, int]:
-    """Delete parts of failed task attempts (named by no manifest); rows of the rest, read
-    from their Parquet footers."""
-    rows = {}
-    for name in OUTPUTS:
-        folder = temp / name
-        folder.mkdir(exist_ok=True)
-        listed = set(files[name])
-        missing = listed - {p.name for p in folder.iterdir()}
-        if missing:
-            raise PipelineFailed(
-                f"{name}: parts named by the manifests are missing: {sorted(missing)[:3]}"
-            )
-        total = 0
-        for path in folder.iterdir():
-            if path.name in listed:
-                total += pq.ParquetFile(path).metadata.num_rows
-            else:
-                path.unlink()
-        rows[name] = total
-    return rows
-
-
-def _check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
+def check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
+    """Raise `PipelineFailed` unless the counts prove that no message was lost or doubled."""
     problems = []
     if counts["input"] != counts["delivered"] + counts["unroutable"] + counts["rejected"]:
         problems.append("input != delivered + unroutable + rejected")
@@ -318,30 +283,34 @@ def _check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
         )
 
 
-def _top_unroutable(temp: Path, unroutable: int) -> list[tuple[str, int]]:
+def _top_unroutable(commit: Commit, unroutable: int) -> list[tuple[str, int]]:
     """The most frequent keys of the unroutable parts (ties by key), counted file by file."""
     if not unroutable:
         return []
     import pyarrow.compute as pc
 
     counts: Counter = Counter()
-    for path in sorted((temp / "unroutable").iterdir()):
-        keys = pq.read_table(path, columns=[io.KEY]).column(io.KEY)
+    for part in commit.staged("unroutable"):
+        with part.filesystem.open_input_file(part.path) as source:
+            keys = pq.read_table(source, columns=[io.KEY]).column(io.KEY)
         found = pc.value_counts(keys).flatten()
         counts.update(dict(zip(found[0].to_pylist(), found[1].to_pylist())))
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_KEYS]
 
 
-def _write_empty_outputs(schema: pa.Schema, plan: Plan, router: BatchRouter, temp: Path) -> None:
+def _write_empty_outputs(
+    schema: pa.Schema, plan: Plan, router: BatchRouter, commit: Commit
+) -> None:
     """An output no task wrote to still gets one empty file, so that it reads with its schema."""
-    empty_names = [name for name in OUTPUTS if not any((temp / name).iterdir())]
+    empty_names = [name for name in OUTPUTS if not commit.staged(name)]
     if not empty_names:
         return
     routed = route_batch(router, pa.RecordBatch.from_pylist([], schema=schema), plan)
     for name in empty_names:
         batch = getattr(routed, name)
-        table = pa.Table.from_batches([batch], schema=batch.schema)
-        pq.write_table(table, temp / name / "part-empty.parquet", store_schema=False)
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.Table.from_batches([batch], schema=batch.schema), sink, store_schema=False)
+        commit.folder(name).child("part-empty.parquet").write_bytes(sink.getvalue().to_pybytes())
 
 
 def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:
@@ -349,23 +318,23 @@ def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:
     return arrow_schema(dataset, spark.conf.get("spark.sql.session.timeZone"))
 
 
-def _move_into_place(temp: Path, out: Path, overwrite: bool) -> None:
-    if out.exists():
-        if not overwrite:
-            raise OutputExists(out)
-        old = out.parent / f".{out.name}.xroute-old-{uuid.uuid4().hex[:12]}"
-        os.replace(out, old)
-        os.replace(temp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(temp, out)
-
-
-def _spark_error(error: Exception) -> str:
+def spark_error(error: Exception) -> str:
+    """What went wrong, in a sentence: Spark's own text is a Java stack trace (the stream
+    reports its failures with it too)."""
     text = str(error)
+    task = re.search(r"Task (\d+) in stage [\d.]+ failed (\d+) times?", text)
+    where = f"partition {task.group(1)}" if task else "a partition"
+    tries = f" (tried {task.group(2)} times)" if task else ""
+    if "Python worker exited unexpectedly" in text or "crashed" in text.split("Caused by")[0]:
+        return (
+            f"a Python worker died while routing {where}{tries}: killed, or out of memory "
+            "(see the executor's log; give executors more memory, or more partitions)"
+        )
+    if "ExecutorLostFailure" in text or "Executor heartbeat timed out" in text:
+        return f"an executor was lost while routing {where}{tries}: its machine or JVM went away"
     # A Python error in a worker arrives wrapped in Java; its last lines name it.
     lines = [line for line in text.splitlines() if line.strip()]
     for line in reversed(lines):
         if "Error" in line or "Exception" in line:
-            return line.strip()[:500]
+            return f"{where}{tries}: {line.strip()[:500]}"
     return (lines[0] if lines else type(error).__name__)[:500]

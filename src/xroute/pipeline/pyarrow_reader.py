@@ -21,8 +21,8 @@ Both readers must give the same records, so the same outputs:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,11 +37,12 @@ from xroute.pipeline.io import (
     ParquetFooter,
     data_files,
     dataset_root,
-    local_path,
     partitioned,
 )
+from xroute.storage import Location, locate
 
 READERS = ("auto", "pyarrow", "spark")
+FOOTER_READERS = 16  # footers read at once
 _ASK_SPARK = "read this dataset with --reader spark"
 
 
@@ -49,41 +50,40 @@ _ASK_SPARK = "read this dataset with --reader spark"
 class Split:
     """Consecutive row groups of one Parquet file, read by one task."""
 
-    uri: str  # the file, at a path every executor sees (generated ids name it from this)
+    uri: str  # the file's URI, which every executor opens (generated ids name it from this)
     row_groups: tuple[int, ...]
     first_row: int  # the file's row number of the split's first row
     rows: int
 
 
 def survey(path: str) -> Dataset:
-    """The Parquet dataset at ``path`` from its footers alone, for this reader; `DatasetError`
-    naming why when this reader would not read it as Spark does."""
-    target = Path(path)
+    """The Parquet dataset at ``path`` (a local path or a storage URI) from its footers alone,
+    for this reader; `DatasetError` naming why when this reader would not read it as Spark
+    does."""
+    target = locate(path)
     if partitioned(target):
         raise DatasetError(
             f"{path!r} has key=value folders, whose names are columns: {_ASK_SPARK}", path
         )
+    files = data_files(target)
+    # Footers are small reads: on an object store their latency, not their size, is the cost.
+    with ThreadPoolExecutor(FOOTER_READERS) as pool:
+        sources = list(pool.map(_open, files))
     footers, first_schema, first_file = [], None, None
-    for file in data_files(target):
-        try:
-            source = pq.ParquetFile(file)
-        except (OSError, pa.ArrowException) as error:
-            raise DatasetError(
-                f"cannot read {str(file)!r} as Parquet: {error}", str(file)
-            ) from None
+    for file, source in zip(files, sources):
         schema = source.schema_arrow
         if first_schema is None:
             first_schema, first_file = schema, file
             _refuse_int96(source, file)
         elif not schema.equals(first_schema):
             raise DatasetError(
-                f"{str(file)!r} and {str(first_file)!r} have different schemas: {_ASK_SPARK}",
-                str(file),
+                f"{file.uri!r} and {first_file.uri!r} have different schemas: {_ASK_SPARK}",
+                file.uri,
             )
         metadata = source.metadata
         footers.append(
             ParquetFooter(
-                file.resolve().as_uri(),
+                file.uri,
                 tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)),
             )
         )
@@ -92,20 +92,27 @@ def survey(path: str) -> Dataset:
     return Dataset(
         format="parquet",
         columns=tuple(first_schema.names),
-        root=dataset_root(path),
+        root=dataset_root(target),
         schema=spark_schema(first_schema),
         footers=tuple(footers),
     )
 
 
-def _refuse_int96(source: pq.ParquetFile, file: Path) -> None:
+def _open(file: Location) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(file.filesystem.open_input_file(file.path))
+    except (OSError, pa.ArrowException) as error:
+        raise DatasetError(f"cannot read {file.uri!r} as Parquet: {error}", file.uri) from None
+
+
+def _refuse_int96(source: pq.ParquetFile, file: Location) -> None:
     # pyarrow reads INT96 timestamps as local times, Spark as instants: the types would differ.
     parquet = source.metadata.schema
     for i in range(len(parquet)):
         if parquet.column(i).physical_type == "INT96":
             raise DatasetError(
-                f"{str(file)!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
-                str(file),
+                f"{file.uri!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
+                file.uri,
             )
 
 
@@ -210,7 +217,8 @@ def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.
     """The split's records as Spark's reader would hand them to ``mapInArrow``: the dataset's
     columns cast to ``schema``, then the file (one dictionary entry) and each row's number."""
     columns = [f.name for f in schema if f.name not in (FILE_COLUMN, ROW_COLUMN)]
-    source = pq.ParquetFile(local_path(split.uri))
+    file = locate(split.uri)
+    source = pq.ParquetFile(file.filesystem.open_input_file(file.path))
     file_name = pa.array([split.uri], pa.string())
     row = split.first_row
     for batch in source.iter_batches(

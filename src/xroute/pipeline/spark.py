@@ -3,6 +3,7 @@ the venv's Python on both sides, loopback only, and the package shipped to remot
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -11,12 +12,15 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from xroute.errors import JavaUnavailable
 
+# Every core, and a failed task tried up to 3 times, as a cluster retries it (a local master
+# retries nothing unless told).
+DEFAULT_MASTER = "local[*,3]"
 MIN_JAVA = 17  # Spark 4 runs on Java 17 and later
 INSTALL_HINT = "install one with: apt-get install openjdk-17-jre-headless"
 # Arrow batches handed to the routing function: large enough that per-batch costs vanish,
@@ -115,7 +119,7 @@ def start_spark(
     app_name: str = "xroute",
     config: Mapping[str, Any] | None = None,
 ) -> Any:
-    """A SparkSession: ``local[*]`` unless ``master`` is given (or spark-submit chose one).
+    """A SparkSession: ``local[*,3]`` unless ``master`` is given (or spark-submit chose one).
 
     Spark's own output goes to `log_path` rather than the terminal. For a non-local master the
     xroute package is zipped and shipped to the executors.
@@ -135,7 +139,7 @@ def start_spark(
     properties.write_text(_LOG4J.format(path=log))
     conf = SparkConf().setAppName(app_name)
     if master is not None or not under_submit:
-        conf.setMaster(master or "local[*]")
+        conf.setMaster(master or DEFAULT_MASTER)
     settings = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -165,6 +169,25 @@ def start_spark(
     if not _is_local(session.sparkContext.master):
         session.sparkContext.addPyFile(str(package_zip()))
     return session
+
+
+@contextlib.contextmanager
+def session_settings(spark: Any, settings: Mapping[str, str | None]) -> Iterator[None]:
+    """Set (None: unset) session settings for the block, and put the previous values back."""
+    saved = {key: spark.conf.get(key, None) for key in settings}
+    try:
+        _apply(spark, settings)
+        yield
+    finally:
+        _apply(spark, saved)
+
+
+def _apply(spark: Any, settings: Mapping[str, str | None]) -> None:
+    for key, value in settings.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
 
 
 def _active_session() -> Any:

@@ -3,10 +3,11 @@ never matched included), the most frequent unroutable keys; as JSON, as a plot, 
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from xroute.model import Binding
 
@@ -74,13 +75,17 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_summary(summary: dict[str, Any], folder: Path) -> None:
-    """``summary.json`` and ``summary.png`` into ``folder``."""
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    plot_summary(summary, folder / "summary.png")
+def summary_files(summary: dict[str, Any]) -> dict[str, bytes]:
+    """``summary.json`` and ``summary.png``, by name, as the bytes to write."""
+    image = io.BytesIO()
+    plot_summary(summary, image)
+    return {
+        "summary.json": (json.dumps(summary, indent=1) + "\n").encode(),
+        "summary.png": image.getvalue(),
+    }
 
 
-def plot_summary(summary: dict[str, Any], path: Path) -> None:
+def plot_summary(summary: dict[str, Any], path: Path | BinaryIO) -> None:
     """Outcomes, the busiest queues, and how often bindings matched, in one figure."""
     import matplotlib
 

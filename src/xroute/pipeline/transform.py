@@ -63,28 +63,43 @@ class Routed:
     errors: Counter = field(default_factory=Counter)  # rejected records per error type
 
 
-def route_batch(
-    router: BatchRouter, batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None = None
-) -> Routed:
-    """Route every record of ``batch``; see the module docstring.
+@dataclass
+class Outcome:
+    """Where each record of a batch went, by row: the routing without any output shape.
 
-    ``rows_seen`` counts the rows read so far per file, for text formats whose rows Spark does
-    not number (the caller keeps it across the batches of one task).
+    Record ``delivery_rows[i]`` reached queue ``queue_ids[i]`` (rows ascending; a row once per
+    queue). A row in ``errors`` was refused with that error; a row in ``unroutable`` reached
+    no queue. Every row is in exactly one of the three.
     """
-    size = batch.num_rows
-    names = batch.schema.names
-    message_ids = _message_ids(batch, plan, rows_seen)
-    exchanges = _exchanges(batch, plan, size)
-    # Faults found before routing; when a record has several, the one route_message would
-    # raise first wins: the exchange, then the key, then the headers.
+
+    delivery_rows: np.ndarray
+    queue_ids: np.ndarray
+    errors: dict[int, XRouteError]
+    unroutable: np.ndarray
+    hits: np.ndarray  # messages per binding, as BatchRouter.bindings
+
+
+def route_records(
+    router: BatchRouter,
+    keys: pa.Array,
+    exchanges: pa.Array,
+    headers: pa.Array | None = None,
+    corrupt: pa.Array | None = None,
+) -> Outcome:
+    """Route the records given as columns: routing keys, exchanges (null: refused), headers
+    (a map, a struct or JSON text; None: no headers) and Spark's corrupt-record column.
+
+    When a record has several faults, the one `Topology.route_message` would raise first is
+    kept: the exchange, then the key, then the headers.
+    """
+    size = len(keys)
     errors: dict[int, XRouteError] = {}
-    if CORRUPT in names:  # a line Spark could not parse has no fields at all: that is all
-        for i in _flat(pc.is_valid(batch.column(CORRUPT))):
-            text = batch.column(CORRUPT)[i].as_py()
+    if corrupt is not None:  # a line Spark could not parse has no fields at all: that is all
+        for i in _flat(pc.is_valid(corrupt)):
+            text = corrupt[i].as_py()
             errors[i] = DatasetError(f"the record is not valid JSON: {text[:80]!r}", text)
-    unread: dict[int, XRouteError] = {}  # records whose headers JSON does not parse
-    headers = _headers(batch.column(HEADERS), unread) if HEADERS in names else None
-    keys = batch.column(KEY)
+    unread: dict[int, XRouteError] = {}  # records whose headers do not parse
+    tables = _headers(headers, unread) if headers is not None else None
     hits = np.zeros(len(router.bindings), dtype=np.int64)
     found_rows: list[np.ndarray] = []
     found_queues: list[np.ndarray] = []
@@ -113,7 +128,7 @@ def route_batch(
         routes = router.route(
             exchange,
             keys if len(rows) == size else keys.take(rows),
-            None if headers is None else [headers[r] for r in rows.tolist()],
+            None if tables is None else [tables[r] for r in rows.tolist()],
         )
         for local, error in routes.errors.items():
             errors[int(rows[local])] = error
@@ -128,29 +143,59 @@ def route_batch(
     delivery_rows = _concat(found_rows, np.int64)
     queue_ids = _concat(found_queues, np.int32)
     order = np.argsort(delivery_rows, kind="stable")
-    delivery_rows, queue_ids = delivery_rows[order], queue_ids[order]
+    return Outcome(
+        delivery_rows=delivery_rows[order],
+        queue_ids=queue_ids[order],
+        errors=errors,
+        unroutable=np.sort(_concat(unroutable, np.int64)),
+        hits=hits,
+    )
+
+
+def reason(error: XRouteError) -> str:
+    """How a refused record's error is written: ``ErrorType: message``."""
+    return f"{type(error).__name__}: {error}"
+
+
+def route_batch(
+    router: BatchRouter, batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None = None
+) -> Routed:
+    """Route every record of ``batch``; see the module docstring.
+
+    ``rows_seen`` counts the rows read so far per file, for text formats whose rows Spark does
+    not number (the caller keeps it across the batches of one task).
+    """
+    names = batch.schema.names
+    message_ids = _message_ids(batch, plan, rows_seen)
+    exchanges = _exchanges(batch, plan, batch.num_rows)
+    outcome = route_records(
+        router,
+        batch.column(KEY),
+        exchanges,
+        batch.column(HEADERS) if HEADERS in names else None,
+        batch.column(CORRUPT) if CORRUPT in names else None,
+    )
+    delivery_rows, queue_ids, errors = outcome.delivery_rows, outcome.queue_ids, outcome.errors
     rejected_rows = np.array(sorted(errors), dtype=np.int64)
     records = _records(batch, plan, message_ids, exchanges)
-    reasons = pa.array(
-        [f"{type(errors[r]).__name__}: {errors[r]}" for r in rejected_rows.tolist()], pa.string()
-    )
+    reasons = pa.array([reason(errors[r]) for r in rejected_rows.tolist()], pa.string())
     return Routed(
         # Dictionary columns: a message's id is stored once per batch, however many queues
         # it reached, and Parquet writes them as dictionary pages without copying strings.
         deliveries=pa.RecordBatch.from_arrays(
             [
                 pa.DictionaryArray.from_arrays(pa.array(delivery_rows, pa.int32()), message_ids),
-                pa.DictionaryArray.from_arrays(pa.array(queue_ids, pa.int32()), _names(router)),
+                pa.DictionaryArray.from_arrays(pa.array(queue_ids, pa.int32()), queue_names(router)),
                 *[batch.column(c).take(delivery_rows) for c in plan.keep_columns],
             ],
             names=[MESSAGE_ID, QUEUE, *plan.keep_columns],
         ),
-        unroutable=records.take(_concat(unroutable, np.int64)),
+        unroutable=records.take(outcome.unroutable),
         rejected=_with_column(records.take(rejected_rows), REASON, reasons),
-        input=size,
+        input=batch.num_rows,
         delivered=int(np.count_nonzero(np.diff(delivery_rows)) + 1) if len(delivery_rows) else 0,
         queue_counts=np.bincount(queue_ids, minlength=len(router.queues)),
-        hits=hits,
+        hits=outcome.hits,
         errors=Counter(type(errors[r]).__name__ for r in rejected_rows.tolist()),
     )
 
@@ -182,7 +227,7 @@ def _generated_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] 
         rows = pa.array(numbers)
     encoded = files.dictionary_encode()
     names = pa.array(
-        [_relative(path, plan.root) for path in encoded.dictionary.to_pylist()], pa.string()
+        [relative_path(path, plan.root) for path in encoded.dictionary.to_pylist()], pa.string()
     )
     return pc.binary_join_element_wise(names.take(encoded.indices), rows.cast(pa.string()), ":")
 
@@ -190,7 +235,7 @@ def _generated_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] 
 _QUEUE_NAMES: dict[int, tuple[BatchRouter, pa.Array]] = {}
 
 
-def _names(router: BatchRouter) -> pa.Array:
+def queue_names(router: BatchRouter) -> pa.Array:
     """The router's queue names as an Arrow array, made once per router."""
     cached = _QUEUE_NAMES.get(id(router))
     if cached is None or cached[0] is not router:
@@ -198,7 +243,7 @@ def _names(router: BatchRouter) -> pa.Array:
     return cached[1]
 
 
-def _relative(uri: str, root: str) -> str:
+def relative_path(uri: str, root: str) -> str:
     """The file's path under the dataset's folder (Spark and `Path.as_uri` spell file URIs
     differently, so both are compared as paths)."""
     path, prefix = local_path(uri), local_path(root).rstrip("/") + "/"
@@ -207,16 +252,21 @@ def _relative(uri: str, root: str) -> str:
 
 def _exchanges(batch: pa.RecordBatch, plan: Plan, size: int) -> pa.Array:
     """The exchange each record is published to: its own, else ``--exchange``."""
-    if EXCHANGE in plan.columns:
-        column = batch.column(EXCHANGE)
+    column = batch.column(EXCHANGE) if EXCHANGE in plan.columns else None
+    return exchanges_of(column, plan.default_exchange, size)
+
+
+def exchanges_of(column: pa.Array | None, default: str | None, size: int) -> pa.Array:
+    """Each record's exchange as text: ``column``'s value, else ``default`` (None: refused)."""
+    if column is not None:
         if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
             column = column.cast(pa.string())
-        if plan.default_exchange is not None and column.null_count:
-            column = column.fill_null(plan.default_exchange)
+        if default is not None and column.null_count:
+            column = column.fill_null(default)
         return column
-    # Every record goes to --exchange: one dictionary entry, no string per row.
+    # Every record goes to the default: one dictionary entry, no string per row.
     return pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(size, dtype=np.int32)), pa.array([plan.default_exchange], pa.string())
+        pa.array(np.zeros(size, dtype=np.int32)), pa.array([default], pa.string())
     )
 
 
@@ -251,6 +301,14 @@ def _headers(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
     """
     if pa.types.is_map(column.type):
         return [dict(v) if v is not None else None for v in column.to_pylist()]
+    if pa.types.is_struct(column.type):
+        # Typed headers from Parquet: an Arrow timestamp field is a datetime (an AMQP
+        # timestamp), a decimal field a Decimal of the column's scale (an AMQP decimal), a
+        # nested struct a table in field order. A null field is an absent header.
+        return [
+            None if row is None else {k: v for k, v in row.items() if v is not None}
+            for row in column.to_pylist()
+        ]
     encoded = column.dictionary_encode()
     parsed: list[Any] = []
     refused: dict[int, XRouteError] = {}

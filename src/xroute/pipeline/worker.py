@@ -11,23 +11,26 @@ the broadcast definitions, and kept in a module-level cache keyed by its fingerp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from xroute.batch import BatchRouter
+from xroute.pipeline.io import FILE_COLUMN
 from xroute.pipeline.pyarrow_reader import Split, read_split
 from xroute.pipeline.spark import ARROW_BATCH_ROWS
 from xroute.pipeline.transform import Plan, Routed, route_batch
+from xroute.storage import Location, locate
 from xroute.topology import Topology
 
 OUTPUTS = ("deliveries", "unroutable", "rejected")
@@ -36,6 +39,9 @@ MANIFEST_SCHEMA = "manifest string"
 ROW_GROUP_ROWS = 65536
 DICTIONARY_PAGE_BYTES = 64 << 20
 
+# Routers built in this worker process, by topology fingerprint: a job routes with one, a
+# diff or a stream whose definitions changed with two.
+MAX_ROUTERS = 4
 _ROUTERS: dict[str, BatchRouter] = {}
 
 
@@ -47,19 +53,28 @@ class Task:
     token: str  # fingerprint of (definitions, vhost, engine): the router cache key
     vhost: str | None
     engine: str
-    folder: str  # the job's temporary output folder, visible to every executor
+    folder: str  # the URI of the job's staging folder (`xroute.pipeline.commit`)
+    count_files: bool = False  # count records by input file in the manifest (streams)
 
 
-def router_for(task: Task, definitions: Any) -> BatchRouter:
-    """The router of this topology in this worker process, built on first use."""
-    router = _ROUTERS.get(task.token)
+def fingerprint(definitions: Any, vhost: str | None, engine: str) -> str:
+    """The key of a topology in the workers' router cache."""
+    text = json.dumps([definitions, vhost, engine], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def router_for(token: str, definitions: Any, vhost: str | None, engine: str) -> BatchRouter:
+    """The router of this topology in this worker process, built on first use.
+
+    ``token`` fingerprints (definitions, vhost, engine); ``definitions`` is a Spark broadcast.
+    """
+    router = _ROUTERS.get(token)
     if router is None:
-        topology = Topology.from_definitions(
-            definitions.value, vhost=task.vhost, engine=task.engine
-        )
+        topology = Topology.from_definitions(definitions.value, vhost=vhost, engine=engine)
         router = BatchRouter(topology)
-        _ROUTERS.clear()  # one job at a time per worker: drop an older topology
-        _ROUTERS[task.token] = router
+        if len(_ROUTERS) >= MAX_ROUTERS:  # a worker serves few topologies at a time
+            _ROUTERS.pop(next(iter(_ROUTERS)))
+        _ROUTERS[token] = router
     return router
 
 
@@ -70,7 +85,7 @@ def partition_function(
 
     def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started = time.perf_counter()
-        router = router_for(task, definitions)
+        router = router_for(task.token, definitions, task.vhost, task.engine)
         yield run_partition(task, router, batches, setup_s=time.perf_counter() - started)
 
     return route_partition
@@ -97,7 +112,8 @@ def run_partition(
 ) -> pa.RecordBatch:
     """Route and write one partition; its manifest as a one-row batch."""
     part = _part_name()
-    parts = {name: PartWriter(Path(task.folder) / name, part) for name in OUTPUTS}
+    staging = locate(task.folder)
+    parts = {name: PartWriter(staging.child(name), part) for name in OUTPUTS}
     totals = Totals(len(router.queues), len(router.bindings))
     rows_seen: dict[str, int] = {}
     clock = {"setup": setup_s, "read": 0.0, "route": 0.0, "write": 0.0}
@@ -112,6 +128,8 @@ def run_partition(
             parts["unroutable"].write(routed.unroutable)
             parts["rejected"].write(routed.rejected)
             totals.add(routed)
+            if task.count_files:
+                totals.count_files(batch)
             done = time.perf_counter()
             clock["read"] += routed_at - mark
             clock["route"] += written_at - routed_at
@@ -142,12 +160,14 @@ def _part_name() -> str:
 
 
 class PartWriter:
-    """One output's Parquet file for one task, opened on its first row."""
+    """One output's Parquet file for one task, opened on its first row, on any storage."""
 
-    def __init__(self, folder: Path, name: str) -> None:
-        self.path = folder / f"{name}.parquet"
+    def __init__(self, folder: Location, name: str) -> None:
+        self.folder = folder
+        self.name = f"{name}.parquet"
         self.files: list[str] = []
         self.rows = 0
+        self._stream: Any = None
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
@@ -166,16 +186,22 @@ class PartWriter:
             return
         table = pa.Table.from_batches(self._pending)
         if self._writer is None:
-            self.path.parent.mkdir(exist_ok=True)  # never re-creates a job folder already removed
+            filesystem = self.folder.filesystem
+            if self.folder.local:
+                # Not recursive: a late task never re-creates the staging of a finished job.
+                filesystem.create_dir(self.folder.path, recursive=False)
+            # On an object store the part becomes visible only when the stream is closed,
+            # whole: a killed task leaves nothing, or an upload that never completes.
+            self._stream = filesystem.open_output_stream(self.folder.child(self.name).path)
             self._writer = pq.ParquetWriter(
-                self.path,
+                self._stream,
                 table.schema,
                 # Read back as plain text columns, whatever Arrow type they were written from.
                 store_schema=False,
                 # Room for a batch's worth of message ids in one dictionary page.
                 dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
             )
-            self.files.append(self.path.name)
+            self.files.append(self.name)
         self._writer.write_table(table)
         self.rows += table.num_rows
         self._pending, self._pending_rows = [], 0
@@ -185,7 +211,8 @@ class PartWriter:
         self._flush()
         if self._writer is not None:
             self._writer.close()
-            self._writer = None
+            self._stream.close()
+            self._writer = self._stream = None
 
 
 class Totals:
@@ -197,6 +224,7 @@ class Totals:
         self.queues = np.zeros(queues, dtype=np.int64)
         self.hits = np.zeros(bindings, dtype=np.int64)
         self.errors: Counter = Counter()
+        self.inputs: Counter = Counter()  # records read, by input file URI
 
     def add(self, routed: Routed) -> None:
         """Count one routed batch."""
@@ -206,10 +234,18 @@ class Totals:
         self.hits += routed.hits
         self.errors.update(routed.errors)
 
+    def count_files(self, batch: pa.RecordBatch) -> None:
+        """Count the records of a batch by the file they came from (a stream's lag, latency
+        and the files each micro-batch consumed come from these)."""
+        if FILE_COLUMN in batch.schema.names and batch.num_rows:
+            found = pc.value_counts(batch.column(FILE_COLUMN)).flatten()
+            self.inputs.update(dict(zip(found[0].to_pylist(), found[1].to_pylist())))
+
     def as_dict(self) -> dict[str, Any]:
         """The counts as JSON-ready values."""
         return {
             "input": self.input,
+            "inputs": dict(self.inputs),
             "delivered": self.delivered,
             "queues": self.queues.tolist(),
             "hits": self.hits.tolist(),

@@ -197,7 +197,7 @@ def _how(
     if exchange_type == "topic":
         how, detail = [], []
         for key in dict.fromkeys(keys):
-            taken = captures(binding.routing_key, key)
+            taken = captures(binding.routing_key, key, cc_key=True)
             if taken is None:
                 continue
             parts = [f"{w!r} (word {i + 1}) = {'.'.join(ws)!r}" for i, w, ws in taken]

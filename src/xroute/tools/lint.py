@@ -51,7 +51,7 @@ def lint_definitions(
     exchanges' cost on; ``summary`` is the pipeline's summary.json, whose bindings with no hits
     are reported as never matched.
     """
-    defs = read_definitions(source)
+    defs = read_definitions(source, vhost)
     chosen = pick_vhost(defs, vhost)
     raw = [e for e in section_entries(defs, "bindings") if e.get("vhost", chosen) == chosen]
     topology = load_definitions({**defs, "bindings": []}, vhost=chosen, engine=engine)

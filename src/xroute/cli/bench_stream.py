@@ -1,0 +1,85 @@
+"""``xroute bench stream``: sustained throughput with a backlog, latency at half of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from xroute.cli.bench import bench
+
+
+@bench.command("stream")
+@click.option(
+    "--files", type=click.IntRange(min=3), default=12, show_default=True, help="Backlog files."
+)
+@click.option(
+    "--per-file",
+    type=click.IntRange(min=1),
+    default=50_000,
+    show_default=True,
+    help="Messages per file.",
+)
+@click.option(
+    "--max-files", type=click.IntRange(min=1), default=3, show_default=True, help="Files per batch."
+)
+@click.option(
+    "--queues", type=click.IntRange(min=1), default=10, show_default=True, help="Queues (fan-out)."
+)
+@click.option(
+    "--latency-seconds",
+    type=click.FloatRange(min=5),
+    default=40.0,
+    show_default=True,
+    help="How long files land in the latency run.",
+)
+@click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("bench-results/stream"),
+    show_default=True,
+    help="Folder for results.json and stream.png.",
+)
+def bench_stream(
+    files: int,
+    per_file: int,
+    max_files: int,
+    queues: int,
+    latency_seconds: float,
+    master: str,
+    out: Path,
+) -> None:
+    """Messages/s of `xroute stream` with a backlog, beside the batch job; latency p50/p99."""
+    from xroute.bench.stream import MACHINE_NOTE, StreamBench, run_benchmark
+
+    console = Console()
+    results = run_benchmark(
+        StreamBench(
+            files=files,
+            per_file=per_file,
+            max_files=max_files,
+            queues=queues,
+            latency_seconds=latency_seconds,
+            master=master,
+        ),
+        out,
+        say=lambda text: console.print(f"[dim]{text}", highlight=False),
+    )
+    table = Table(title=f"xroute bench stream ({master}; {MACHINE_NOTE})")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    backlog, lat = results["backlog"], results["latency"]
+    table.add_row("stream, sustained messages/s", f"{backlog['messages_per_s']:,.0f}")
+    table.add_row("stream, sustained delivery rows/s", f"{backlog['delivery_rows_per_s']:,.0f}")
+    batch_rate = results["batch_job"]["messages_per_s"]
+    table.add_row("batch job, same files, messages/s", f"{batch_rate:,.0f}")
+    table.add_row("stream / batch job", f"{results['stream_vs_batch_job']:.2f}")
+    table.add_row("deliveries per message (fan-out)", f"{results['deliveries_per_message']}")
+    arrival = lat["arrival_messages_per_s"]
+    table.add_row(f"latency p50 at {arrival:,.0f} msg/s", f"{lat['p50_s']:.2f} s")
+    table.add_row(f"latency p99 ({lat['files']} files)", f"{lat['p99_s']:.2f} s")
+    console.print(table)
+    console.print(f"results in {out}/results.json and {out}/stream.png")

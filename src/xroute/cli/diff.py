@@ -1,0 +1,167 @@
+"""``xroute diff``: what a topology change would do, statically and to a log's real traffic."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli
+from xroute.cli.options import resolve_definitions, vhost_option
+from xroute.engines import ENGINES
+from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.tools.diff import StaticDiff, static_diff
+from xroute.topology import Topology
+
+SHOWN_LINES = 40  # static differences printed; diff.json has them all
+
+
+@cli.command()
+@click.argument("old", metavar="OLD")
+@click.argument("new", metavar="NEW")
+@vhost_option
+@click.option(
+    "--messages",
+    "-m",
+    type=click.Path(),
+    default=None,
+    help="A message log (Parquet, JSON Lines or CSV file or folder) to route through both, on Spark.",
+)
+@click.option(
+    "--out", "-o", type=click.Path(file_okay=False), default=None,
+    help="Output folder: diff.json, and with -m changes/ (Parquet) and diff.png.",
+)
+@click.option("--exchange", "-e", default=None, help="Exchange for records with no 'exchange'.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["auto", "parquet", "json", "csv"]), default="auto",
+    show_default=True, help="Message log format (auto: from the file suffixes).",
+)
+@click.option(
+    "--fail-on", type=click.Choice(["change", "lost"]), default="change", show_default=True,
+    help="Exit 1 on any change, or only when some message loses a queue (without -m: when a "
+    "change could lose one).",
+)
+@click.option("--samples", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Changed messages explained binding by binding.")
+@click.option("--master", default=None, help="Spark master URL (default: local[*]).")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--engine", type=click.Choice(sorted(ENGINES)), default=PIPELINE_ENGINE, show_default=True,
+    help="Topic matching engine on Spark.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print diff.json instead of tables.")
+def diff(
+    old: str,
+    new: str,
+    vhost: str | None,
+    messages: str | None,
+    out: str | None,
+    exchange: str | None,
+    fmt: str,
+    fail_on: str,
+    samples: int,
+    master: str | None,
+    overwrite: bool,
+    engine: str,
+    as_json: bool,
+) -> None:
+    """Compare topology OLD with NEW and, with -m, every message of a log routed through both.
+
+    OLD and NEW are RabbitMQ definitions exports (JSON), or a live broker's management API
+    http(s)://user@host:15672 (password from RABBITMQ_PASSWORD, else asked).
+
+    Exit 0 when nothing changes, 1 when something does (--fail-on lost: only when some message
+    loses a queue), 2 on bad input.
+    """
+    if messages is not None and out is None:
+        raise click.UsageError("--messages needs --out: the changed messages are written there")
+    old_defs = resolve_definitions(old, vhost)
+    new_defs = resolve_definitions(new, vhost)
+    before = Topology.from_definitions(old_defs, vhost=vhost)
+    after = Topology.from_definitions(new_defs, vhost=vhost)
+    static = static_diff(before, after)
+    # URLs are safe to record: they never hold a password (parse_management_url refuses one).
+    report: dict[str, Any] = {"old": old, "new": new, "static": static.to_dict()}
+    traffic = None
+    if messages is not None:
+        from xroute.pipeline.diff import DiffOptions, run_diff
+        from xroute.pipeline.spark import start_spark
+
+        options = DiffOptions(
+            old=old_defs,
+            new=new_defs,
+            messages=messages, out=out, exchange=exchange, format=fmt, vhost=vhost,
+            engine=engine, overwrite=overwrite, samples=samples,
+        )
+        traffic = run_diff(start_spark(master), options)
+        report["messages"] = messages
+        report["traffic"] = traffic.to_dict()
+    if out is not None:
+        from xroute.pipeline.diff import write_report
+
+        if messages is None and Path(out).exists() and not overwrite:
+            from xroute.errors import OutputExists
+
+            raise OutputExists(out)
+        write_report(report, Path(out))
+    if as_json:
+        click.echo(json.dumps(report, indent=2, default=str))
+    else:
+        _print(static, report.get("traffic"), Console(soft_wrap=True))
+    if traffic is not None:
+        failing = traffic.lost_messages > 0 if fail_on == "lost" else traffic.changed > 0
+    else:
+        failing = static.may_lose if fail_on == "lost" else static.changed
+    sys.exit(EXIT_DIFF_CHANGED if failing else EXIT_OK)
+
+
+def _print(static: StaticDiff, traffic: dict[str, Any] | None, console: Console) -> None:
+    lines = list(static.lines())
+    console.print(f"[bold]topology[/]: {len(lines)} difference{'s' if len(lines) != 1 else ''}")
+    for line in lines[:SHOWN_LINES]:
+        console.print("  " + escape(line))
+    if len(lines) > SHOWN_LINES:
+        console.print(f"  ... and {len(lines) - SHOWN_LINES} more (diff.json has them all)")
+    if traffic is None:
+        return
+    counts = traffic["counts"]
+    table = Table(title=f"traffic: {counts['messages']:,} messages")
+    table.add_column("outcome")
+    table.add_column("messages", justify="right")
+    for name in ("changed", "unchanged", "gained_a_queue", "lost_a_queue", "became_unroutable",
+                 "became_routable", "refused_before", "refused_after"):
+        table.add_row(name.replace("_", " "), f"{counts[name]:,}")
+    console.print(table)
+    if traffic["per_queue"]:
+        queues = Table(title="per queue (largest change first)")
+        for column in ("queue", "gained", "lost"):
+            queues.add_column(column, justify="left" if column == "queue" else "right")
+        for row in traffic["per_queue"][:15]:
+            queues.add_row(escape(row["queue"]), f"+{row['gained']:,}", f"-{row['lost']:,}")
+        console.print(queues)
+    if traffic["top_changed_keys"]:
+        keys = Table(title="top changed routing keys")
+        for column in ("exchange", "routing key", "messages"):
+            keys.add_column(column, justify="right" if column == "messages" else "left")
+        for row in traffic["top_changed_keys"]:
+            keys.add_row(escape(repr(row["exchange"])), escape(repr(row["routing_key"])), f"{row['messages']:,}")
+        console.print(keys)
+    for sample in traffic["samples"]:
+        console.print(
+            f"[bold]message {escape(str(sample['message_id']))}[/]: "
+            f"{escape(repr(sample['exchange']))} {escape(repr(sample['routing_key']))}"
+        )
+        if "error" in sample:
+            console.print(f"  {escape(sample['error'])}")
+            continue
+        for how, colour in (("lost", "red"), ("gained", "green")):
+            for queue, reasons in sample[how].items():
+                console.print(f"  [{colour}]{how}[/] {escape(repr(queue))}")
+                for reason in reasons:
+                    console.print(f"    {escape(reason)}")

@@ -1,0 +1,73 @@
+"""``python -m xroute.engines.warm``: compile every numba kernel of xroute into the on-disk cache.
+
+`scripts/make-venv.sh` runs it once the package is installed, so that no process pays the
+compile (15-25 s on a 2-core machine), neither the first ``xroute pipeline`` run nor its Spark
+workers: they all read the same cache folder (`xroute.engines.numba_cache`), whether they
+import xroute from the install or from the zip that Spark ships.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+def warm() -> dict[str, float]:
+    """Compile (or load from the cache) every kernel for every argument type used; seconds each."""
+    import pyarrow as pa
+
+    from xroute.batch import BatchRouter
+    from xroute.engines import TopicMatcher, numba_cache
+    from xroute.topology import Topology
+
+    numba_cache.prepare()
+    seconds: dict[str, float] = {}
+    matcher = TopicMatcher(engine="compiled")
+    for pattern in ("a.*", "#.b", "a.#.c", "c"):
+        matcher.add(pattern, pattern)
+    keys = ["a.b", "x.b", "a.b.c", "c", ""]
+    # Arrow strings have int32 offsets, large strings int64: the kernel compiles for each.
+    for label, batch in (("strings", keys), ("large strings", pa.array(keys, pa.large_string()))):
+        began = time.perf_counter()
+        offsets, ids = matcher.match_many_ids(batch)
+        seconds[f"topic kernel, {label}"] = time.perf_counter() - began
+        if len(offsets) != len(keys) + 1:
+            raise RuntimeError("the warmed kernel gave a malformed answer")
+    # Every exchange type: the batch router's index arrays differ in type between them (and
+    # between a list of keys and Arrow arrays), and numba compiles once per type.
+    topology = Topology()
+    topology.declare_queue("q")
+    for kind in ("direct", "fanout", "topic", "headers", "x-delimiter"):
+        topology.declare_exchange(f"warm.{kind}", kind)
+        topology.bind(f"warm.{kind}", "q", "a.*" if kind == "topic" else "a.b",
+                      {"x-match": "any", "k": 1} if kind == "headers" else None)
+    topology.bind("warm.topic", "warm.fanout", "#", destination_type="exchange")
+    router = BatchRouter(topology)
+    keys = ["a.b", "b", "a.b", ".a.b"]
+    headers = [{"k": 1}, None, {"CC": ["a.c"]}, None]
+    began = time.perf_counter()
+    for kind in ("direct", "fanout", "topic", "headers", "x-delimiter"):
+        for batch in (keys, pa.array(keys, pa.string()), pa.array(keys, pa.large_string())):
+            for tables in (None, headers):
+                routes = router.route(f"warm.{kind}", batch, tables)
+                expected = topology.route(f"warm.{kind}", "a.b", tables[0] if tables else None)
+                if routes.queues(0) != expected:
+                    raise RuntimeError("the warmed batch router disagrees with Topology.route")
+    seconds["batch router"] = time.perf_counter() - began
+    return seconds
+
+
+def main() -> int:
+    """Warm the cache and say where it is."""
+    from xroute.engines.numba_cache import prepare
+
+    folder: Path = prepare()
+    for what, spent in warm().items():
+        print(f"xroute: numba {what}: ready in {spent:.1f} s")
+    print(f"xroute: numba kernels cached in {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""xroute inside kombu: RabbitMQ's routing for every kombu virtual transport (Redis, memory,
+SQS, filesystem...), exact and fast.
+
+    import xroute.kombu
+    xroute.kombu.install()      # before connections are opened
+
+From then on, every channel of a virtual transport routes ``direct``, ``topic``, ``fanout``,
+``headers`` and ``x-delimiter`` exchanges with xroute's semantics (SEMANTICS.md), CC and BCC
+included; producers, consumers and Celery's routing settings stay as they are. `uninstall`
+gives kombu its own exchange types back. For one connection only, without touching kombu's
+classes, give it an xroute transport class::
+
+    Connection("redis://localhost:6379/0", transport=xroute.kombu.transport_class("redis"))
+
+kombu is an optional dependency: ``pip install 'xroute[kombu]'``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from kombu.transport import resolve_transport
+    from kombu.transport.virtual import Channel as VirtualChannel
+    from kombu.transport.virtual import Transport as VirtualTransport
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "xroute.kombu needs kombu: pip install 'xroute[kombu]' (kombu>=5.3; redis>=4 for the "
+        "Redis transport)"
+    ) from error
+
+from xroute.errors import XRouteError
+from xroute.kombu.exchange import (
+    EXCHANGE_TYPES,
+    DelimiterExchange,
+    DirectExchange,
+    FanoutExchange,
+    HeadersExchange,
+    TopicExchange,
+    XRouteExchangeType,
+)
+from xroute.kombu.table import RouterStats, TableRouter, decode_arguments, encode_arguments
+
+# kombu's own table, kept while xroute's is installed (None: not installed).
+_kombu_exchange_types: dict[str, type] | None = None
+
+
+class NotAVirtualTransport(XRouteError, TypeError):
+    """`transport_class` was given a transport that does not route messages itself (a real
+    broker's, such as ``pyamqp``, where the broker routes), or no transport at all."""
+
+    def __init__(self, transport: Any) -> None:
+        super().__init__(
+            f"transport {transport!r} is not one of kombu's virtual transports (memory, redis, "
+            "SQS, filesystem, ...): its broker routes messages, so xroute has nothing to do there"
+        )
+        self.transport = transport
+
+
+def install() -> None:
+    """Make every kombu virtual channel opened from now on route with xroute.
+
+    Channels already open keep the types they were made with, and so does a transport that
+    brings its own table (``pgmq``). Installing twice is installing once.
+    """
+    global _kombu_exchange_types
+    if _kombu_exchange_types is None:
+        _kombu_exchange_types = VirtualChannel.exchange_types
+    VirtualChannel.exchange_types = {**_kombu_exchange_types, **EXCHANGE_TYPES}
+
+
+def uninstall() -> None:
+    """Give kombu its own exchange types back (for channels opened from now on)."""
+    global _kombu_exchange_types
+    if _kombu_exchange_types is not None:
+        VirtualChannel.exchange_types = _kombu_exchange_types
+        _kombu_exchange_types = None
+
+
+def installed() -> bool:
+    """True between `install` and `uninstall`."""
+    return _kombu_exchange_types is not None
+
+
+def transport_class(transport: str | type) -> type:
+    """A subclass of a virtual transport (a kombu alias such as ``"redis"`` or
+    ``"memory"``, a ``"module:Class"`` path, or the class) whose channels route with xroute,
+    whether or not `install` was called; for ``Connection(url, transport=...)``."""
+    base = resolve_transport(transport) if isinstance(transport, str) else transport
+    if not (isinstance(base, type) and issubclass(base, VirtualTransport)):
+        raise NotAVirtualTransport(transport)
+    channel = type(
+        f"XRoute{base.Channel.__name__}",
+        (base.Channel,),
+        {
+            "exchange_types": {**base.Channel.exchange_types, **EXCHANGE_TYPES},
+            "__module__": __name__,
+            "__doc__": f"{base.Channel.__qualname__}, routing with xroute.",
+        },
+    )
+    return type(
+        f"XRoute{base.__name__}",
+        (base,),
+        {"Channel": channel, "__module__": __name__, "__doc__": f"{base.__qualname__} with xroute."},
+    )
+
+
+__all__ = [
+    "EXCHANGE_TYPES",
+    "DelimiterExchange",
+    "DirectExchange",
+    "FanoutExchange",
+    "HeadersExchange",
+    "NotAVirtualTransport",
+    "RouterStats",
+    "TableRouter",
+    "TopicExchange",
+    "XRouteExchangeType",
+    "decode_arguments",
+    "encode_arguments",
+    "install",
+    "installed",
+    "transport_class",
+    "uninstall",
+]

@@ -1,0 +1,317 @@
+"""``diff``, the traffic part: route every message of a log through an old and a new topology,
+on Spark, and say which messages would go somewhere else.
+
+Each record is routed twice in one pass, with `xroute.spark.route` applied twice in a row
+(``queues_before``/``error_before``, then ``queues_after``/``error_after``): the two results
+sit on the same row, so no join by message_id is needed (and none can go wrong on duplicate
+or missing ids). Everything is aggregated in Spark; only the small results (counts, per queue,
+top keys, a few samples) come to the driver.
+
+Outputs, in OUT: ``changes/`` (Parquet: message_id, queues_before, queues_after, one row per
+message whose set of queues changed), ``diff.json`` and ``diff.png`` (gained and lost per queue).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from xroute.definitions import read_definitions
+from xroute.errors import DatasetError, OutputExists
+from xroute.pipeline import io
+from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.spark import session_settings
+from xroute.pipeline.transform import relative_path
+from xroute.tools.diff import why_changed
+from xroute.topology import Topology
+
+BEFORE, AFTER = "queues_before", "queues_after"
+ERROR_BEFORE, ERROR_AFTER = "error_before", "error_after"
+TOP_KEYS = 10
+SAMPLES = 5  # changed messages explained binding by binding
+
+
+@dataclass
+class TrafficDiff:
+    """What a log's messages would do differently; ``per_queue`` rows are (queue, gained,
+    lost), largest change first; ``top_keys`` rows (exchange, routing_key, messages)."""
+
+    messages: int
+    changed: int
+    gained_messages: int  # messages that reach some queue they did not
+    lost_messages: int  # messages that no longer reach some queue they did
+    became_unroutable: int
+    became_routable: int
+    refused_before: int
+    refused_after: int
+    per_queue: list[tuple[str, int, int]] = field(default_factory=list)
+    top_keys: list[tuple[str, str, int]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON-ready data."""
+        return {
+            "counts": {
+                "messages": self.messages,
+                "changed": self.changed,
+                "unchanged": self.messages - self.changed,
+                "gained_a_queue": self.gained_messages,
+                "lost_a_queue": self.lost_messages,
+                "became_unroutable": self.became_unroutable,
+                "became_routable": self.became_routable,
+                "refused_before": self.refused_before,
+                "refused_after": self.refused_after,
+            },
+            "per_queue": [
+                {"queue": q, "gained": g, "lost": n_lost} for q, g, n_lost in self.per_queue
+            ],
+            "top_changed_keys": [
+                {"exchange": e, "routing_key": k, "messages": n} for e, k, n in self.top_keys
+            ],
+            "samples": self.samples,
+        }
+
+
+def route_both(
+    frame: Any,
+    old: Mapping[str, Any] | Topology,
+    new: Mapping[str, Any] | Topology,
+    exchange: str | None = None,
+    *,
+    vhost: str | None = None,
+    engine: str = PIPELINE_ENGINE,
+) -> Any:
+    """``frame`` with ``queues_before``, ``error_before``, ``queues_after``, ``error_after``:
+    each record routed by `xroute.spark.route` through ``old`` and through ``new``."""
+    from xroute.spark import route
+
+    once = route(
+        frame, old, exchange, vhost=vhost, engine=engine,
+        queues_column=BEFORE, error_column=ERROR_BEFORE,
+    )
+    return route(
+        once, new, exchange, vhost=vhost, engine=engine,
+        queues_column=AFTER, error_column=ERROR_AFTER,
+    )
+
+
+def compare(routed: Any) -> Any:
+    """The routed frame with ``gained`` and ``lost`` (queues, sorted) and ``changed``."""
+    from pyspark.sql import functions as F
+
+    return (
+        routed.withColumn("gained", F.array_sort(F.array_except(AFTER, BEFORE)))
+        .withColumn("lost", F.array_sort(F.array_except(BEFORE, AFTER)))
+        .withColumn("changed", (F.size("gained") > 0) | (F.size("lost") > 0))
+    )
+
+
+def summarise(
+    compared: Any,
+    old: Topology,
+    new: Topology,
+    *,
+    exchange: str | None = None,
+    samples: int = SAMPLES,
+    top_keys: int = TOP_KEYS,
+) -> TrafficDiff:
+    """Counts, per-queue gains and losses and the top changed keys, computed in Spark; and
+    `why_changed` for the first ``samples`` changed messages."""
+    from pyspark.sql import functions as F
+
+    def flag(condition: Any) -> Any:
+        return F.sum(F.when(condition, 1).otherwise(0))
+
+    before_n, after_n = F.size(BEFORE), F.size(AFTER)
+    row = compared.agg(
+        F.count(F.lit(1)).alias("messages"),
+        flag(F.col("changed")).alias("changed"),
+        flag(F.size("gained") > 0).alias("gained"),
+        flag(F.size("lost") > 0).alias("lost"),
+        flag((before_n > 0) & (after_n == 0) & F.col(ERROR_AFTER).isNull()).alias("unroutable"),
+        flag((before_n == 0) & (after_n > 0)).alias("routable"),
+        flag(F.col(ERROR_BEFORE).isNotNull()).alias("refused_before"),
+        flag(F.col(ERROR_AFTER).isNotNull()).alias("refused_after"),
+    ).collect()[0]
+    gained = dict(
+        compared.select(F.explode("gained").alias("queue")).groupBy("queue").count().collect()
+    )
+    lost = dict(
+        compared.select(F.explode("lost").alias("queue")).groupBy("queue").count().collect()
+    )
+    per_queue = sorted(
+        ((q, int(gained.get(q, 0)), int(lost.get(q, 0))) for q in set(gained) | set(lost)),
+        key=lambda r: (-(r[1] + r[2]), r[0]),
+    )
+    exchange_column = _exchange_column(compared, exchange)
+    changed = compared.where("changed")
+    keys = (
+        changed.groupBy(exchange_column.alias("exchange"), F.col(io.KEY).alias("routing_key"))
+        .count()
+        .orderBy(F.desc("count"), "exchange", "routing_key")
+        .limit(top_keys)
+        .collect()
+    )
+    explained = [
+        _sample(r.asDict(recursive=True), old, new)
+        for r in changed.select(
+            "message_id", exchange_column.alias("exchange"), io.KEY, *_headers(compared)
+        )
+        .limit(samples)
+        .collect()
+    ]
+    return TrafficDiff(
+        messages=int(row["messages"]),
+        changed=int(row["changed"] or 0),
+        gained_messages=int(row["gained"] or 0),
+        lost_messages=int(row["lost"] or 0),
+        became_unroutable=int(row["unroutable"] or 0),
+        became_routable=int(row["routable"] or 0),
+        refused_before=int(row["refused_before"] or 0),
+        refused_after=int(row["refused_after"] or 0),
+        per_queue=per_queue,
+        top_keys=[(r["exchange"], r["routing_key"], int(r["count"])) for r in keys],
+        samples=explained,
+    )
+
+
+def _exchange_column(frame: Any, exchange: str | None) -> Any:
+    from pyspark.sql import functions as F
+
+    default = F.lit(exchange).cast("string")
+    if io.EXCHANGE in frame.columns:
+        return F.coalesce(F.col(io.EXCHANGE), default)
+    return default
+
+
+def _headers(frame: Any) -> list[str]:
+    return [io.HEADERS] if io.HEADERS in frame.columns else []
+
+
+def _sample(record: dict[str, Any], old: Topology, new: Topology) -> dict[str, Any]:
+    headers = record.get(io.HEADERS)
+    if isinstance(headers, str):
+        headers = json.loads(headers)
+    try:
+        why = why_changed(old, new, record["exchange"], record[io.KEY], headers)
+    except Exception as error:  # a record one topology refuses: say so, as the route did
+        why = {"exchange": record["exchange"], "routing_key": record[io.KEY], "error": f"{type(error).__name__}: {error}"}
+    return {"message_id": record["message_id"], **why}
+
+
+def with_message_ids(dataset: io.Dataset) -> Any:
+    """The dataset's frame with ``message_id`` as text: its own, else ``file:row`` as the
+    pipeline names records (the file relative to the dataset's folder, the row from 0)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = dataset.frame
+    files = [r[0] for r in frame.select(io.FILE_COLUMN).distinct().collect()]
+    names = F.create_map(
+        *[x for path in files for x in (F.lit(path), F.lit(relative_path(path, dataset.root)))]
+    ) if files else F.create_map().cast("map<string,string>")
+    row = F.col(io.ROW_COLUMN)
+    if dataset.format != "parquet":
+        # Text formats are read whole, one file per task, in order (io.WHOLE_FILES): the
+        # order of monotonically_increasing_id within a file is the file's line order.
+        ordered = Window.partitionBy(io.FILE_COLUMN).orderBy(F.monotonically_increasing_id())
+        row = F.row_number().over(ordered) - 1
+    made = F.concat_ws(":", names[F.col(io.FILE_COLUMN)], row.cast("string"))
+    given = F.col(io.MESSAGE_ID).cast("string") if io.MESSAGE_ID in dataset.columns else F.lit(None)
+    return frame.withColumn(io.MESSAGE_ID, F.coalesce(given, made))
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    """One traffic diff's parameters, as ``xroute diff`` takes them."""
+
+    old: str | Mapping[str, Any]  # a path, a management API URL, or a parsed export
+    new: str | Mapping[str, Any]
+    messages: str
+    out: str
+    exchange: str | None = None
+    format: str = "auto"
+    vhost: str | None = None
+    engine: str = PIPELINE_ENGINE
+    overwrite: bool = False
+    samples: int = SAMPLES
+
+
+def run_diff(spark: Any, options: DiffOptions) -> TrafficDiff:
+    """Route the log through both topologies, write OUT/changes, and return the summary
+    (`write_report` writes diff.json and diff.png)."""
+    out = Path(options.out).absolute()
+    if out.exists() and not options.overwrite:
+        raise OutputExists(out)
+    old_defs = read_definitions(options.old, options.vhost)
+    new_defs = read_definitions(options.new, options.vhost)
+    old = Topology.from_definitions(old_defs, vhost=options.vhost)
+    new = Topology.from_definitions(new_defs, vhost=options.vhost)
+    fmt = io.detect_format(options.messages, options.format)
+    with session_settings(spark, io.WHOLE_FILES if fmt != "parquet" else {}):
+        dataset = io.read_messages(spark, options.messages, fmt)
+        if io.KEY not in dataset.columns:
+            raise DatasetError(
+                f"message dataset {options.messages!r} has no {io.KEY!r} column; its columns "
+                f"are {list(dataset.columns)}",
+                options.messages,
+            )
+        frame = with_message_ids(dataset)
+        compared = compare(
+            route_both(
+                frame, old_defs, new_defs, options.exchange, vhost=options.vhost,
+                engine=options.engine,
+            )
+        ).persist()
+        try:
+            if out.exists():
+                shutil.rmtree(out)
+            out.mkdir(parents=True)
+            compared.where("changed").select(io.MESSAGE_ID, BEFORE, AFTER).write.parquet(
+                str(out / "changes")
+            )
+            return summarise(compared, old, new, exchange=options.exchange, samples=options.samples)
+        finally:
+            compared.unpersist()
+
+
+def write_report(report: dict[str, Any], out: Path) -> None:
+    """OUT/diff.json and, when there is traffic, OUT/diff.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "diff.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    traffic = report.get("traffic")
+    if traffic is not None:
+        plot_per_queue(traffic, out / "diff.png")
+
+
+def plot_per_queue(traffic: dict[str, Any], path: Path, top: int = 25) -> None:
+    """Messages gained and lost per queue, the largest changes on top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = traffic["per_queue"][:top]
+    figure, axes = plt.subplots(figsize=(9, 1.2 + 0.32 * max(len(rows), 3)))
+    if rows:
+        labels = [r["queue"] for r in reversed(rows)]
+        axes.barh(labels, [r["gained"] for r in reversed(rows)], color="#3a7", label="gained")
+        axes.barh(labels, [-r["lost"] for r in reversed(rows)], color="#c33", label="lost")
+        axes.axvline(0, color="#444", linewidth=0.8)
+        axes.legend(loc="lower right")
+    else:
+        axes.text(0.5, 0.5, "no message changes its queues", ha="center", va="center")
+    counts = traffic["counts"]
+    axes.set_xlabel("messages (lost to the left, gained to the right)")
+    axes.set_title(
+        f"xroute diff: {counts['changed']:,} of {counts['messages']:,} messages change queues "
+        f"(top {len(rows)} of {len(traffic['per_queue'])} queues)"
+    )
+    axes.tick_params(axis="y", labelsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,409 @@
+"""``xroute stream``: route files as they land in a folder, on Spark Structured Streaming,
+each message written exactly once through crashes and restarts.
+
+Spark's file stream source lists SOURCE and hands each micro-batch (at most
+``max_files`` new files) to `foreachBatch`. Each batch is routed and written by the executors
+with the batch job's own task function (`xroute.pipeline.worker.partition_function`: route,
+write deliveries / unroutable / rejected as Parquet parts, return a manifest), proven with the
+job's own invariant, and committed with a marker written last
+(`xroute.pipeline.stream_commit`). The running summary is derived from the markers
+(`xroute.pipeline.stream_summary`).
+
+Where things may live: SOURCE is read by Spark's JVM, so it must be a local path (or file://,
+or hdfs://); Spark reads s3:// only with hadoop-aws on its classpath. OUT is written by
+xroute's Python tasks with pyarrow: a local path or any URI (s3://, gs://, ...). The
+checkpoint is Spark's: a local path (or HDFS).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from xroute.batch import BatchRouter
+from xroute.definitions import read_definitions
+from xroute.engines import TopicMatcher
+from xroute.errors import (
+    DatasetError,
+    DefinitionsError,
+    OtherStreamOutput,
+    PipelineFailed,
+    XRouteError,
+)
+from xroute.pipeline import io
+from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.job import check_invariant, merge_manifests, spark_error
+from xroute.pipeline.spark import session_settings
+from xroute.pipeline.stream_commit import BatchCommit, committed_batches
+from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
+from xroute.pipeline.transform import Plan
+from xroute.pipeline.worker import MANIFEST_SCHEMA, OUTPUTS, Task, fingerprint, partition_function
+from xroute.storage import Location, locate
+from xroute.topology import Topology
+
+STREAM_FILE = "_stream.json"  # OUT's record of the checkpoint (the stream) that writes it
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """One stream's parameters, as ``xroute stream`` takes them."""
+
+    definitions: str
+    source: str
+    out: str
+    checkpoint: str
+    exchange: str | None = None
+    format: str = "auto"
+    schema: str | None = None  # Spark DDL; None: from the files present at start
+    max_files: int = 10  # maxFilesPerTrigger: a backlog is eaten in steps of this many files
+    available_now: bool = False  # route what is there, then stop
+    trigger_seconds: float | None = None  # None: each batch starts when the last one ends
+    reload_definitions: bool = False
+    keep_columns: tuple[str, ...] = ()
+    engine: str = PIPELINE_ENGINE
+    vhost: str | None = None
+
+
+class StopRequested(Exception):
+    """Raised inside foreachBatch when Ctrl-C came before the batch started: the batch is
+    not committed, so Spark runs it again on the next start."""
+
+
+class Definitions:
+    """The topology the stream routes with now: parsed, fingerprinted, broadcast; re-read at
+    a batch boundary when asked and the file changed."""
+
+    def __init__(self, spark: Any, path: str, vhost: str | None, engine: str) -> None:
+        self.spark, self.path, self.vhost, self.engine = spark, path, vhost, engine
+        self.broadcast: Any = None
+        self.text = b""
+        self._load(self._read())
+
+    def _read(self) -> bytes:
+        return locate(self.path).read_bytes()
+
+    def _load(self, text: bytes) -> None:
+        try:
+            parsed = json.loads(text)
+        except ValueError as error:  # UnicodeDecodeError included
+            raise DefinitionsError(
+                f"cannot read definitions file {self.path!r}: {error}", self.path
+            ) from None
+        definitions = read_definitions(parsed)
+        # Checks the definitions, and numbers queues and bindings as the workers will.
+        topology = Topology.from_definitions(definitions, vhost=self.vhost, engine="reference")
+        router = BatchRouter(topology)
+        if self.broadcast is not None:
+            self.broadcast.unpersist()
+        self.router, self.text = router, text
+        self.token = fingerprint(definitions, self.vhost, self.engine)
+        self.broadcast = self.spark.sparkContext.broadcast(definitions)
+
+    def refresh(self) -> bool:
+        """Re-read the file; whether it changed (a bad new file raises, naming it)."""
+        text = self._read()
+        if text == self.text:
+            return False
+        self._load(text)
+        return True
+
+
+class Background:
+    """Runs ``work`` on the latest value submitted, in a thread of its own; values submitted
+    while it is busy are coalesced (only the newest matters). An error is kept in ``error``
+    (the stream's final, synchronous summary write fails the same way, and says so)."""
+
+    def __init__(self, work: Callable[[Any], Any]) -> None:
+        self.work = work
+        self._latest: Any = None
+        self._pending = threading.Event()
+        self._closing = False
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="xroute-summary", daemon=True)
+        self._thread.start()
+
+    def submit(self, value: Any) -> None:
+        """Have ``work(value)`` done soon, replacing any value not yet taken."""
+        self._latest = value
+        self._pending.set()
+
+    def _run(self) -> None:
+        while True:
+            self._pending.wait()
+            self._pending.clear()
+            if self._closing:
+                return
+            try:
+                self.work(self._latest)
+            except BaseException as error:  # noqa: BLE001 - raised again by close()
+                self.error = error
+
+    def close(self) -> None:
+        """Stop the thread (the caller writes the final value itself)."""
+        self._closing = True
+        self._pending.set()
+        self._thread.join()
+
+
+class _State:
+    """What the driver's main thread and Spark's foreachBatch thread share."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.lock = threading.Lock()  # guards ``running`` against ``stop``
+        self.running = False  # a batch is being processed
+        self.error: BaseException | None = None
+
+
+def run_stream(
+    spark: Any, options: StreamOptions, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Run the stream until it ends (``available_now``), fails, or is stopped (SIGINT: after
+    the current batch); the summary of every committed batch."""
+    TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
+    definitions = Definitions(spark, options.definitions, options.vhost, options.engine)
+    dataset = io.read_message_stream(
+        spark, options.source, options.format, options.schema, options.max_files
+    )
+    io.check_columns(dataset, options.exchange, options.keep_columns)
+    plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
+    out = locate(options.out)
+    stream_id = _claim(out, options.checkpoint)
+    markers = committed_batches(out)
+    state = _State()
+
+    def summary(committed: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        result = stream_summary(
+            committed,
+            queues=definitions.router.queues,
+            bindings=definitions.router.bindings,
+            definitions=definitions.token,
+            engine=options.engine,
+            master=spark.sparkContext.master,
+            extra={"source": options.source, "checkpoint": options.checkpoint},
+        )
+        for name, data in summary_files(result).items():
+            out.child(name).write_bytes(data)
+        return result
+
+    # Drawn beside the stream, not inside a batch: the plot takes about a second here.
+    summaries = Background(summary)
+
+    def process(frame: Any, batch_id: int) -> None:
+        with state.lock:
+            stopping = state.stop.is_set()
+            state.running = not stopping
+        try:
+            if stopping:
+                raise StopRequested()
+            _record_stream(out, options.checkpoint)  # before any marker of this stream
+            commit = BatchCommit(out, OUTPUTS, batch_id)
+            if commit.done():
+                say(f"batch {batch_id:>5}  already committed: skipped (a replay)")
+                return
+            commit.clear()
+            if options.reload_definitions and definitions.refresh():
+                say(f"batch {batch_id:>5}  new definitions from {options.definitions}")
+            marker = run_batch(frame, commit, plan, definitions, options)
+            markers[batch_id] = marker
+            summaries.submit(dict(markers))
+            say(status_line(marker, _lag(options.source, markers)))
+        except BaseException as error:
+            state.error = error
+            raise
+        finally:
+            state.running = False
+
+    writer = (
+        dataset.frame.writeStream.foreachBatch(process)
+        .option("checkpointLocation", options.checkpoint)
+        .queryName(f"xroute-stream-{stream_id[:8]}")
+    )
+    if options.available_now:
+        writer = writer.trigger(availableNow=True)
+    elif options.trigger_seconds:
+        interval = f"{int(options.trigger_seconds * 1000)} milliseconds"
+        writer = writer.trigger(processingTime=interval)
+    # Text files are read whole, each by one task, so that generated ids (file:row) count
+    # rows from the file's start; the query keeps the settings it started with.
+    settings = io.WHOLE_FILES if dataset.format != "parquet" else {}
+    previous = signal.signal(signal.SIGINT, lambda *_: state.stop.set())
+    try:
+        with session_settings(spark, settings):
+            query = writer.start()
+            _wait(query, state, say)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        summaries.close()
+        definitions.broadcast.unpersist()
+    return summary(markers)
+
+
+def run_batch(
+    frame: Any, commit: BatchCommit, plan: Plan, definitions: Definitions, options: StreamOptions
+) -> dict[str, Any]:
+    """Route, write, prove and commit one micro-batch; its marker."""
+    started = time.time()
+    commit.begin()
+    task = Task(
+        plan,
+        definitions.token,
+        options.vhost,
+        options.engine,
+        commit.staging.uri,
+        count_files=True,  # the marker lists the files each batch read (lag, latency)
+    )
+    try:
+        routed = frame.mapInArrow(partition_function(task, definitions.broadcast), MANIFEST_SCHEMA)
+        manifests = [json.loads(row[0]) for row in routed.collect()]
+        read = frame.count()  # counted apart from the routing, for the invariant
+    except XRouteError:
+        raise
+    except Exception as error:
+        raise _failure(error, options.source) from None
+    manifest = merge_manifests(manifests) if manifests else _nothing(definitions.router)
+    written = commit.keep_listed(manifest["files"])
+    counts = {
+        "input": read,
+        "delivered": manifest["delivered"],
+        **{name: written[name] for name in OUTPUTS},
+    }
+    check_invariant(counts, manifest)
+    return commit.publish(
+        {
+            "counts": counts,
+            "queues": dict(zip(definitions.router.queues, manifest["queues"])),
+            "hits": manifest["hits"],
+            "errors": dict(manifest["errors"]),
+            "inputs": dict(manifest["inputs"]),
+            "definitions": definitions.token,
+            "started_at": started,
+        }
+    )
+
+
+def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
+    """Until the query ends; turns its failure into an `XRouteError`."""
+    from pyspark.errors import StreamingQueryException
+
+    while True:
+        try:
+            if query.awaitTermination(0.5):
+                return
+        except StreamingQueryException as error:
+            if isinstance(state.error, StopRequested):
+                say("stopped (Ctrl-C) between batches; the next start goes on from here")
+                return
+            if isinstance(state.error, XRouteError):
+                raise state.error from None
+            raise PipelineFailed(f"the stream failed: {spark_error(error)}") from None
+        if state.stop.is_set():
+            with state.lock:
+                idle = not state.running
+            if idle:
+                # Between batches: a batch that starts from now on sees the stop and is not
+                # run (the lock is not held here: stop() waits for Spark's batch thread).
+                query.stop()
+                say("stopped (Ctrl-C) after the last committed batch")
+                return
+
+
+def _failure(error: Exception, source: str) -> XRouteError:
+    """A Spark failure while reading or routing a batch, in a sentence; a file Spark cannot
+    read at all is named (the stream stops rather than skip it)."""
+    text = str(error)
+    root = io.local_path(locate(source).uri).rstrip("/") + "/"
+    # Spark names the file as file:/path or file:///path, often followed by a full stop.
+    found = re.search(re.escape(root) + r"[^\s'\",;]*[^\s'\",;.]", text)
+    if found:
+        path = found.group(0)
+        cause = _root_cause(text).replace(f"file://{path}", "it").replace(f"file:{path}", "it")
+        return DatasetError(
+            f"Spark cannot read {path}: {cause}. The stream stopped rather than skip it; "
+            "its batch is not committed: replace the file by a readable one of the same name "
+            "and start the stream again (Spark replays the batch with the same files)",
+            path,
+        )
+    return PipelineFailed(f"the stream failed: {spark_error(error)}")
+
+
+def _root_cause(text: str) -> str:
+    """The innermost cause of a Java stack trace, without its exception class."""
+    causes = [line for line in text.splitlines() if line.startswith("Caused by:")]
+    line = causes[-1] if causes else text.strip().splitlines()[0]
+    return re.sub(r"^(Caused by:\s*)?([\w.$]+(Exception|Error):\s*)?", "", line).strip()[:300]
+
+
+def _nothing(router: BatchRouter) -> dict[str, Any]:
+    """The merged manifest of a batch with no partitions at all."""
+    return {
+        "input": 0,
+        "delivered": 0,
+        "queues": [0] * len(router.queues),
+        "hits": [0] * len(router.bindings),
+        "errors": {},
+        "files": {name: [] for name in OUTPUTS},
+        "rows": {name: 0 for name in OUTPUTS},
+        "inputs": {},
+    }
+
+
+def _lag(source: str, markers: dict[int, dict[str, Any]]) -> int:
+    """Files in the source that no committed batch has routed yet."""
+    done = {_file_key(name) for marker in markers.values() for name in marker["inputs"]}
+    return sum(1 for f in io.data_files(locate(source)) if _file_key(f.uri) not in done)
+
+
+def _file_key(uri: str) -> str:
+    """A file URI as Spark and pyarrow both spell it (file:/a and file:///a are one file)."""
+    return urlparse(uri).netloc + io.local_path(uri)
+
+
+def _checkpoint_id(checkpoint: str) -> str | None:
+    """The id Spark gave the query of this checkpoint (None: a new checkpoint)."""
+    metadata = locate(checkpoint).child("metadata")
+    if not metadata.exists():
+        return None
+    return json.loads(metadata.read_bytes().decode().splitlines()[0])["id"]
+
+
+def _claim(out: Location, checkpoint: str) -> str:
+    """Refuse an OUT written by another stream: batch ids restart at 0 with a new checkpoint,
+    and batches already marked in OUT would be skipped, not routed. The stream's id."""
+    mine = _checkpoint_id(checkpoint)
+    record = out.child(STREAM_FILE)
+    if record.exists():
+        theirs = json.loads(record.read_bytes())["checkpoint_id"]
+        if theirs != mine:
+            raise OtherStreamOutput(
+                f"{out.uri} holds the output of another stream (checkpoint id {theirs}); "
+                f"this checkpoint ({checkpoint}) is {'new' if mine is None else mine}: use a "
+                "new OUT, or the stream's own checkpoint",
+                out.uri,
+            )
+    elif committed_batches(out):
+        raise OtherStreamOutput(
+            f"{out.uri} holds committed batches but no record of their stream: use a new OUT",
+            out.uri,
+        )
+    return mine or "new"
+
+
+def _record_stream(out: Location, checkpoint: str, timeout: float = 30.0) -> None:
+    """Write OUT's record of the checkpoint, once Spark has made it."""
+    record = out.child(STREAM_FILE)
+    if record.exists():
+        return
+    deadline = time.monotonic() + timeout
+    while (found := _checkpoint_id(checkpoint)) is None:
+        if time.monotonic() > deadline:
+            raise PipelineFailed(f"Spark made no checkpoint metadata in {checkpoint}")
+        time.sleep(0.1)
+    record.write_bytes(json.dumps({"checkpoint_id": found, "checkpoint": checkpoint}).encode())

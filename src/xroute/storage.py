@@ -1,0 +1,169 @@
+"""Paths and URIs of any storage, as one kind of thing: a local path, ``file://``, ``s3://``,
+``gs://``, ``hdfs://``, ``abfs://``, or any scheme fsspec knows.
+
+pyarrow's own filesystems serve the schemes it has (they are fast, and read Parquet footers
+with ranged reads); fsspec fills in the rest. Credentials and endpoints come from each
+ecosystem's standard settings, never from xroute: for S3, ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL``, ``AWS_REGION`` (or an instance role); for GCS,
+``GOOGLE_APPLICATION_CREDENTIALS``; for HDFS, the Hadoop configuration.
+
+Filesystems are cached per process: Spark tasks in the same Python worker share one.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlparse
+
+import pyarrow.fs as pafs
+
+from xroute.errors import StorageError
+
+_FILESYSTEMS: dict[str, pafs.FileSystem] = {}
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in some storage: its filesystem, the path that filesystem takes, and the URI
+    that names it everywhere (local paths become ``file://`` URIs)."""
+
+    filesystem: pafs.FileSystem
+    path: str
+    uri: str
+
+    @property
+    def local(self) -> bool:
+        """Whether this is the local filesystem of the process that made it."""
+        return isinstance(self.filesystem, pafs.LocalFileSystem)
+
+    def child(self, *names: str) -> Location:
+        """The location of ``names`` under this one."""
+        return Location(
+            self.filesystem,
+            posixpath.join(self.path, *names),
+            self.uri.rstrip("/") + "/" + "/".join(quote(name, safe="") for name in names),
+        )
+
+    def info(self) -> pafs.FileInfo:
+        """What is there: a file, a folder, or nothing (``type == NotFound``)."""
+        return _call(self, "look at", self.filesystem.get_file_info, self.path)
+
+    def exists(self) -> bool:
+        """Whether anything is there (object stores: an object, or a prefix with objects)."""
+        return self.info().type != pafs.FileType.NotFound
+
+    def is_dir(self) -> bool:
+        """Whether this is a folder (a prefix, on an object store)."""
+        return self.info().type == pafs.FileType.Directory
+
+    def files(self, recursive: bool = True) -> list[str]:
+        """The paths of the files under this folder, sorted."""
+        selector = pafs.FileSelector(self.path, recursive=recursive, allow_not_found=True)
+        infos = _call(self, "list", self.filesystem.get_file_info, selector)
+        return sorted(i.path for i in infos if i.type == pafs.FileType.File)
+
+    def read_bytes(self) -> bytes:
+        """The whole file."""
+
+        def read(path: str) -> bytes:
+            with self.filesystem.open_input_stream(path) as stream:
+                return stream.read()
+
+        return _call(self, "read", read, self.path)
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write the whole file (an object store makes it visible at once, complete)."""
+
+        def write(path: str) -> None:
+            self.filesystem.create_dir(posixpath.dirname(path), recursive=True)
+            with self.filesystem.open_output_stream(path) as stream:
+                stream.write(data)
+
+        _call(self, "write", write, self.path)
+
+    def delete(self) -> None:
+        """Remove the file, or the folder and everything under it; nothing there is fine."""
+        info = self.info()
+        if info.type == pafs.FileType.Directory:
+            _call(self, "delete", self.filesystem.delete_dir, self.path)
+        elif info.type == pafs.FileType.File:
+            _call(self, "delete", self.filesystem.delete_file, self.path)
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+def locate(target: str | Path) -> Location:
+    """The `Location` of a local path or a storage URI.
+
+    Raises `StorageError` for a scheme no filesystem serves, or one whose filesystem cannot be
+    made (a missing library, bad settings), naming the URI.
+    """
+    text = str(target)
+    scheme = urlparse(text).scheme if "://" in text else ""
+    if scheme in ("", "file"):
+        path = unquote(urlparse(text).path) if scheme else text
+        absolute = str(Path(path).absolute())
+        return Location(_local(), absolute, Path(absolute).as_uri())
+    parsed = urlparse(text)
+    key = f"{scheme}://{parsed.netloc}"
+    filesystem = _FILESYSTEMS.get(key)
+    if filesystem is None:
+        filesystem = _FILESYSTEMS[key] = _filesystem(text, scheme)
+    path = _path_in(text, scheme, filesystem)
+    return Location(filesystem, path, text.rstrip("/") if len(text) > len(key) + 1 else text)
+
+
+def is_uri(target: str | Path) -> bool:
+    """Whether ``target`` names a non-local storage (a URI whose scheme is not ``file``)."""
+    text = str(target)
+    return "://" in text and urlparse(text).scheme not in ("", "file")
+
+
+def _local() -> pafs.FileSystem:
+    filesystem = _FILESYSTEMS.get("")
+    if filesystem is None:
+        filesystem = _FILESYSTEMS[""] = pafs.LocalFileSystem()
+    return filesystem
+
+
+def _filesystem(uri: str, scheme: str) -> pafs.FileSystem:
+    try:
+        filesystem, _ = pafs.FileSystem.from_uri(uri)
+        return filesystem
+    except Exception as error:  # ArrowInvalid for an unknown scheme, OSError subclasses else
+        if "Unrecognized filesystem type" not in str(error):
+            # pyarrow serves the scheme but cannot reach it: the settings are the problem.
+            raise StorageError(f"cannot open {uri!r}: {error}", uri) from None
+    try:
+        import fsspec
+
+        return pafs.PyFileSystem(pafs.FSSpecHandler(fsspec.filesystem(scheme)))
+    except Exception as error:
+        raise StorageError(
+            f"cannot open {uri!r}: neither pyarrow nor fsspec serves {scheme!r} ({error})", uri
+        ) from None
+
+
+def _path_in(uri: str, scheme: str, filesystem: pafs.FileSystem) -> str:
+    """The path that ``filesystem`` takes for ``uri``: ``bucket/key`` for object stores."""
+    if isinstance(filesystem, pafs.PyFileSystem):
+        return unquote(uri.split("://", 1)[1]).rstrip("/")
+    try:
+        _, path = pafs.FileSystem.from_uri(uri)
+    except Exception as error:
+        raise StorageError(f"cannot open {uri!r}: {error}", uri) from None
+    return path.rstrip("/")
+
+
+def _call(location: Location, verb: str, function: Any, *args: Any) -> Any:
+    """Run a filesystem call; its errors become a `StorageError` naming the URI."""
+    try:
+        return function(*args)
+    except FileNotFoundError:
+        raise StorageError(f"cannot {verb} {location.uri!r}: it does not exist", location.uri) from None
+    except (OSError, ValueError) as error:
+        raise StorageError(f"cannot {verb} {location.uri!r}: {error}", location.uri) from None

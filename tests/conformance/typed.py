@@ -1,0 +1,75 @@
+"""Field values with an exact AMQP type, for the conformance tests: py-amqp picks one type per
+Python type (str and bytes both go as longstr, every small int as a 32-bit signedint), so the
+cases that need binary, other integer widths or a raw decimal wrap the value in `Typed`.
+
+`patched_encoder` teaches py-amqp's encoder to write them, for the duration of a block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+import amqp.serialization
+
+from tests.rabbitmq_cases import Typed
+
+# RabbitMQ's type letters (rabbit_binary_generator) and how each value is packed.
+_PACK = {
+    "x": None,  # binary: a 32-bit length and the bytes
+    "S": None,  # longstr: the same, for text
+    "b": ">b",  # signed 8-bit
+    "s": ">h",  # signed 16-bit (RabbitMQ's letter; the spec's 'U')
+    "I": ">i",  # signed 32-bit
+    "l": ">q",  # signed 64-bit (RabbitMQ's letter)
+    "f": ">f",  # 32-bit float
+    "d": ">d",  # 64-bit float
+    "T": ">Q",  # timestamp: seconds since the epoch
+}
+
+
+@contextlib.contextmanager
+def patched_encoder() -> Iterator[None]:
+    """py-amqp writes `Typed` values with their own type letter inside this block."""
+    original = amqp.serialization._write_item
+
+    def write_item(v, write, bits):
+        if not isinstance(v, Typed):
+            return original(v, write, bits)
+        code = v.code
+        if code in ("x", "S"):
+            data = v.value.encode("utf-8") if isinstance(v.value, str) else bytes(v.value)
+            write(struct.pack(">cI", code.encode(), len(data)))
+            write(data)
+        elif code == "D":
+            scale, unscaled = v.value
+            write(struct.pack(">cBi", b"D", scale, unscaled))
+        else:
+            write(struct.pack(">c" + _PACK[code][1:], code.encode(), v.value))
+        return None
+
+    amqp.serialization._write_item = write_item
+    try:
+        yield
+    finally:
+        amqp.serialization._write_item = original
+
+
+def plain(value: Any) -> Any:
+    """``value`` as a client decodes it, for xroute: each `Typed` becomes its Python value."""
+    if isinstance(value, Typed):
+        if value.code == "T":
+            return datetime.fromtimestamp(value.value, tz=timezone.utc).replace(tzinfo=None)
+        if value.code == "D":
+            scale, unscaled = value.value
+            return Decimal(unscaled).scaleb(-scale)
+        return value.value
+    if isinstance(value, dict):
+        return {name: plain(item) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value

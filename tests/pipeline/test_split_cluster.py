@@ -1,0 +1,89 @@
+"""The pipeline and `xroute.spark.route` on a split cluster: a standalone master and a worker in
+its own mount namespace (fixture ``split_cluster``), which shares no disk with the driver, only
+the S3 store. Input, definitions and output are ``s3://`` URIs; the executors import the package
+the driver ships. Each driver runs in its own process (one SparkContext per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline import data
+from tests.pipeline.test_object_store import OUTPUTS, read_object, rows, upload
+from tests.pipeline.test_spark_route import expected_row
+from xroute import Topology
+from xroute.pipeline.job import PipelineOptions, run_pipeline
+
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.cluster]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def driver_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def test_pipeline_on_a_split_cluster_equals_the_local_run(spark, split_cluster, s3_store, tmp_path):
+    bucket = s3_store.new_bucket("split")
+    messages, definitions, local_input = upload(s3_store, bucket, tmp_path)
+    local_out = tmp_path / "local"
+    # The trie engine: the namespaced worker has a fresh numba cache, and compiling the batch
+    # kernels there is not what this tests.
+    local = run_pipeline(
+        spark,
+        PipelineOptions(
+            definitions=str(tmp_path / "defs.json"),
+            messages=str(local_input),
+            out=str(local_out),
+            engine="trie",
+        ),
+    )
+    out = f"{bucket}/routed"
+    command = [
+        sys.executable, "-c", "from xroute.cli import main; main()", "pipeline",
+        "--master", split_cluster.master_url, "-d", definitions, "-m", messages, "-o", out,
+        "--engine", "trie", "--no-progress",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, check=False, env=driver_env()
+    )
+    assert result.returncode == 0, (
+        f"{result.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
+    )
+    for name in OUTPUTS:
+        assert rows(f"{out}/{name}") == rows(str(local_out / name)), name
+    remote = json.loads(read_object(s3_store, f"{out}/summary.json"))
+    assert remote["master"] == split_cluster.master_url
+    for field in ("counts", "queues", "bindings", "top_unroutable_keys", "rejected_by_error"):
+        assert remote[field] == local[field], field
+    assert json.loads(read_object(s3_store, f"{out}/_SUCCESS"))["counts"] == local["counts"]
+
+
+def test_route_on_a_split_cluster_equals_the_library(split_cluster, s3_store, tmp_path):
+    bucket = s3_store.new_bucket("route")
+    _, definitions, _ = upload(s3_store, bucket, tmp_path)
+    count, seed = 1500, 7
+    result = subprocess.run(
+        [
+            sys.executable, str(Path(__file__).with_name("route_driver.py")),
+            split_cluster.master_url, definitions, str(count), str(seed),
+        ],
+        capture_output=True, text=True, timeout=600, check=False, env=driver_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, (
+        f"{result.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
+    )
+    routed = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
+    records = data.messages(count, seed)
+    assert sorted(routed) == sorted(r["message_id"] for r in records), "one row per record"
+    topology = Topology.from_definitions(data.definitions())
+    for record in records:
+        row = routed[record["message_id"]]
+        wanted = expected_row(topology, record["exchange"], record["routing_key"], record["headers"])
+        assert (row["queues"], row["error"]) == wanted, record

@@ -1,0 +1,124 @@
+"""Timestamp and decimal headers through the pipeline (issue 15, item 5): JSON headers cannot
+carry them, so a Parquet ``headers`` column of Arrow struct type does. Its timestamp fields
+become datetimes, its decimal fields Decimals of the column's scale, nested structs tables in
+field order; a null field is an absent header. Routes equal `Topology.route` of the same dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.pipeline.test_transform import ROOT, as_batch
+from xroute import Topology
+from xroute.batch import BatchRouter
+from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.pipeline.transform import Plan, route_batch
+
+SENT = 1_700_000_000  # seconds since the epoch
+HEADERS_TYPE = pa.struct(
+    [
+        ("sent", pa.timestamp("us", tz="UTC")),
+        ("price", pa.decimal128(9, 2)),
+        ("where", pa.struct([("floor", pa.int32()), ("room", pa.string())])),
+        ("kind", pa.string()),
+    ]
+)
+HEADERS = [
+    {"sent": datetime.fromtimestamp(SENT, timezone.utc), "price": Decimal("12.50"),
+     "where": {"floor": 1, "room": "a"}, "kind": "sensor"},
+    {"sent": datetime.fromtimestamp(SENT + 1, timezone.utc), "price": Decimal("12.5"),
+     "where": None, "kind": None},  # Decimal("12.5") is stored at the column's scale: 12.50
+    {"sent": None, "price": None, "where": {"floor": 2, "room": "a"}, "kind": "sensor"},
+    None,
+]
+
+
+def topology() -> Topology:
+    t = Topology()
+    t.declare_exchange("h", "headers")
+    for queue, arguments in {
+        "at_sent": {"sent": SENT},  # a timestamp equals the integer of its seconds
+        "priced": {"price": Decimal("12.50")},  # scale 2, as the column's
+        "priced_other_scale": {"price": Decimal("12.5")},  # scale 1: never equal
+        "floor_1": {"where": {"floor": 1, "room": "a"}},
+        "any_kind": {"x-match": "any", "kind": None},
+        "no_price": {"x-match": "all", "price": None},
+    }.items():
+        t.declare_queue(queue)
+        t.bind("h", queue, "", arguments)
+    return t
+
+
+def expected(t: Topology) -> set[tuple[str, str]]:
+    # The rows as Arrow holds them (a decimal at the column's scale), null fields left out.
+    found = set()
+    for i, row in enumerate(typed_table().column("headers").to_pylist()):
+        headers = None if row is None else {k: v for k, v in row.items() if v is not None}
+        found |= {(f"messages.parquet:{i}", q) for q in t.route("h", "", headers)}
+    return found
+
+
+def typed_table() -> pa.Table:
+    return pa.table(
+        {
+            "exchange": ["h"] * len(HEADERS),
+            "routing_key": [""] * len(HEADERS),
+            "headers": pa.array(HEADERS, HEADERS_TYPE),
+        }
+    )
+
+
+def test_struct_headers_route_as_topology_route():
+    t = topology()
+    table = typed_table()
+    routed = route_batch(
+        BatchRouter(t),
+        as_batch(table, list(range(len(HEADERS)))),
+        Plan(tuple(table.column_names), root=ROOT),
+    )
+    got = set(
+        zip(
+            routed.deliveries.column("message_id").to_pylist(),
+            routed.deliveries.column("queue").to_pylist(),
+        )
+    )
+    assert got == expected(t)
+    # The rule each row shows, spelled out.
+    assert ("messages.parquet:0", "at_sent") in got and ("messages.parquet:1", "at_sent") not in got
+    assert {("messages.parquet:0", "priced"), ("messages.parquet:1", "priced")} <= got
+    assert not any(q == "priced_other_scale" for _, q in got)
+    assert ("messages.parquet:0", "floor_1") in got and ("messages.parquet:2", "floor_1") not in got
+    assert ("messages.parquet:1", "any_kind") not in got  # a null field is an absent header
+    assert routed.rejected.num_rows == 0
+    assert routed.unroutable.column("message_id").to_pylist() == ["messages.parquet:3"]
+
+
+@pytest.mark.spark
+def test_the_job_reads_struct_headers_from_parquet(spark, tmp_path):
+    t = topology()
+    definitions = t.to_definitions()
+    # JSON definitions carry no Decimal: those bindings are left to the pure test above.
+    definitions["bindings"] = [
+        b for b in definitions["bindings"] if not b["destination"].startswith("priced")
+    ]
+    (tmp_path / "defs.json").write_text(json.dumps(definitions))
+    pq.write_table(typed_table(), tmp_path / "messages.parquet")
+    summary = run_pipeline(
+        spark,
+        PipelineOptions(
+            definitions=str(tmp_path / "defs.json"),
+            messages=str(tmp_path / "messages.parquet"),
+            out=str(tmp_path / "out"),
+        ),
+    )
+    rows = pq.read_table(tmp_path / "out" / "deliveries").to_pylist()
+    got = {(r["message_id"], r["queue"]) for r in rows}
+    want = expected(Topology.from_definitions(definitions))
+    assert got == want and got
+    assert summary["counts"]["rejected"] == 0

@@ -1,0 +1,132 @@
+"""`Topology.route`'s cache (`xroute.route_cache`): the same frozensets as a topology without
+it, whatever declares, binds, unbinds and deletes come between routes."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xroute import Topology, XRouteError
+from xroute.route_cache import ROUTE_CACHE_PRECISE_SCAN
+
+# A small universe, so that random sessions often hit the same names and keys.
+EXCHANGES = ["t1", "t2", "d1", "f1", "h1", "x1"]
+TYPES = {"t1": "topic", "t2": "topic", "d1": "direct", "f1": "fanout", "h1": "headers",
+         "x1": "x-delimiter"}
+QUEUES = ["q0", "q1", "q2", "a"]
+WORDS = ["a", "b", "*", "#", ""]
+ROUTING_KEYS = ["a", "a.b", "b.a", "", "q0", ":a:b"]
+
+binding_keys = st.lists(st.sampled_from(WORDS), max_size=3).map(".".join) | st.sampled_from(
+    ROUTING_KEYS
+)
+exchange_names = st.sampled_from(EXCHANGES)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("declare_exchange"), exchange_names,
+                  st.none() | st.sampled_from(EXCHANGES + ["nowhere"])),
+        st.tuples(st.just("declare_queue"), st.sampled_from(QUEUES)),
+        st.tuples(st.just("delete_exchange"), exchange_names),
+        st.tuples(st.just("delete_queue"), st.sampled_from(QUEUES)),
+        st.tuples(st.just("bind"), exchange_names, st.sampled_from(QUEUES + EXCHANGES),
+                  binding_keys, st.booleans()),
+        st.tuples(st.just("unbind"), exchange_names, st.sampled_from(QUEUES + EXCHANGES),
+                  binding_keys, st.booleans()),
+        st.tuples(st.just("route"), st.sampled_from(EXCHANGES + ["", "amq.topic"]),
+                  st.sampled_from(ROUTING_KEYS)),
+    ),
+    max_size=60,
+)
+
+
+def apply(topology: Topology, operation: tuple) -> object:
+    """Run one operation; its result, or the type of the error it raised."""
+    name, *args = operation
+    try:
+        if name == "declare_exchange":
+            exchange, alternate = args
+            return topology.declare_exchange(exchange, TYPES[exchange], alternate)
+        if name in ("bind", "unbind"):
+            source, destination, key, to_exchange = args
+            kind = "exchange" if to_exchange and destination in EXCHANGES else "queue"
+            return getattr(topology, name)(source, destination, key, None, kind)
+        return getattr(topology, name)(*args)
+    except XRouteError as error:
+        return type(error)
+
+
+@settings(max_examples=200, deadline=None)
+@given(alternates=st.lists(st.none() | st.sampled_from(EXCHANGES + ["nowhere"]),
+                           min_size=len(EXCHANGES), max_size=len(EXCHANGES)),
+       session=operations)
+def test_cached_routes_equal_uncached_routes(alternates, session):
+    cached, plain = Topology(), Topology(route_cache=False)
+    for topology in (cached, plain):
+        for queue in QUEUES:
+            topology.declare_queue(queue)
+        for exchange, alternate in zip(EXCHANGES, alternates):
+            topology.declare_exchange(exchange, TYPES[exchange], alternate)
+    # After every change, every route twice: the cache is warm whenever a change comes.
+    every_route = [("route", e, k) for e in EXCHANGES + [""] for k in ROUTING_KEYS]
+    for change in [("route", "t1", "a"), *session]:
+        for step in [change, *every_route, *every_route]:
+            got, expected = apply(cached, step), apply(plain, step)
+            assert got == expected, f"after {session!r}: {step!r} gave {got!r}, not {expected!r}"
+    if session:
+        assert cached.route_cache_stats()["route_cache_hits"] > 0
+
+
+def test_a_hit_returns_the_same_frozenset_and_headers_bypass_the_cache():
+    topology = Topology()
+    topology.declare_queue("q")
+    topology.bind("amq.topic", "q", "a.*")
+    first = topology.route("amq.topic", "a.b")
+    assert first == frozenset({"q"}) and topology.route("amq.topic", "a.b") is first
+    stats = topology.route_cache_stats()
+    assert (stats["route_cache_hits"], stats["route_cache_misses"]) == (1, 1)
+    assert topology.route("amq.topic", "x", {"CC": ["a.c"]}) == frozenset({"q"})
+    assert topology.route_cache_stats()["route_cache_entries"] == 1
+
+
+def test_only_matching_routes_are_dropped_by_a_topic_binding():
+    topology = Topology()
+    topology.declare_queue("q")
+    topology.bind("amq.topic", "q", "a.#")
+    for key in ("a.b", "c.d"):
+        topology.route("amq.topic", key)
+    topology.bind("amq.topic", "q", "c.*")
+    assert topology.route_cache_stats()["route_cache_invalidations"] == 1
+    assert topology.route("amq.topic", "c.d") == frozenset({"q"})
+
+
+def test_declaring_a_dangling_alternate_drops_the_routes_that_looked_it_up():
+    topology = Topology()
+    topology.declare_queue("q")
+    topology.declare_exchange("main", "direct", alternate_exchange="spare")
+    assert topology.route("main", "k") == frozenset()  # "spare" does not exist: ignored
+    topology.declare_exchange("spare", "fanout")
+    topology.bind("spare", "q")
+    assert topology.route("main", "k") == frozenset({"q"})
+
+
+def test_many_routes_through_one_exchange_are_dropped_untested():
+    topology = Topology()
+    topology.declare_queue("q")
+    topology.bind("amq.topic", "q", "k.*")
+    keys = [f"k.{i}" for i in range(ROUTE_CACHE_PRECISE_SCAN + 10)]
+    for key in keys:
+        topology.route("amq.topic", key)
+    topology.bind("amq.topic", "q", "nothing.matches.this")
+    assert topology.route_cache_stats()["route_cache_entries"] == 0
+    assert all(topology.route("amq.topic", key) == frozenset({"q"}) for key in keys)
+
+
+def test_bad_input_still_raises_typed_errors_with_the_cache():
+    topology = Topology()
+    for exchange, key, headers in [([], "a", None), ("amq.topic", ["a"], None),
+                                   ("amq.topic", "a", []), ("nowhere", "a", None)]:
+        try:
+            topology.route(exchange, key, headers)
+        except XRouteError:
+            continue
+        raise AssertionError(f"route({exchange!r}, {key!r}, {headers!r}) did not raise")

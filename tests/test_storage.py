@@ -1,0 +1,41 @@
+"""`xroute.storage`: local paths and URIs as one kind of thing (the S3 store itself is tested in
+tests/pipeline/test_object_store.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from xroute import StorageError
+from xroute.storage import is_uri, locate
+
+
+def test_a_local_path_and_its_file_uri_are_one_place(tmp_path):
+    folder = tmp_path / "a b"
+    place = locate(str(folder))
+    assert place.local and place.uri == folder.as_uri()
+    same = locate(folder.as_uri())
+    assert same.path == place.path
+    place.child("x y.txt").write_bytes(b"hello")  # folders are made as needed
+    assert (folder / "x y.txt").read_bytes() == b"hello"
+    child = place.child("x y.txt")
+    assert child.uri == (folder / "x y.txt").as_uri()  # names quoted as in a URI
+    assert locate(child.uri).read_bytes() == b"hello"
+    assert place.files() == [str(folder / "x y.txt")]
+    place.delete()
+    assert not folder.exists() and not place.exists()
+
+
+def test_schemes_pyarrow_lacks_go_through_fsspec():
+    place = locate("memory://xroute-test/folder")
+    assert not place.local and is_uri(place.uri)
+    place.child("k.json").write_bytes(b"{}")
+    assert place.child("k.json").read_bytes() == b"{}"
+    assert place.is_dir()
+
+
+def test_bad_places_are_typed_errors(tmp_path):
+    with pytest.raises(StorageError, match="neither pyarrow nor fsspec serves 'nosuch'"):
+        locate("nosuch://bucket/key")
+    with pytest.raises(StorageError, match="does not exist"):
+        locate(str(tmp_path / "missing.json")).read_bytes()
+    assert not is_uri("/a/b") and not is_uri("file:///a/b") and is_uri("s3://b/k")
