@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from tests import diff_planted as planted
 from tests.pipeline import data
-from tests.pipeline.test_object_store import OUTPUTS, read_object, rows, upload
+from tests.pipeline.test_object_store import OUTPUTS, objects, read_object, rows, upload
 from tests.pipeline.test_spark_route import expected_row
 from xroute import Topology
+from xroute.cli import EXIT_DIFF_CHANGED
 from xroute.pipeline.job import PipelineOptions, run_pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.cluster]
@@ -87,3 +92,53 @@ def test_route_on_a_split_cluster_equals_the_library(split_cluster, s3_store, tm
         row = routed[record["message_id"]]
         wanted = expected_row(topology, record["exchange"], record["routing_key"], record["headers"])
         assert (row["queues"], row["error"]) == wanted, record
+
+
+def test_diff_on_a_split_cluster_equals_the_library(split_cluster, s3_store):
+    """``xroute diff`` with the log, both topologies and OUT in S3: its counts, per-queue
+    gains and losses and changes/ rows equal a message-by-message comparison."""
+    bucket = s3_store.new_bucket("diff")
+    rng = random.Random("split-diff")
+    export = planted.random_export(rng)
+    new_export = planted.plant(export, "widen-pattern", rng)
+    msgs = planted.messages(rng, 600)
+    table = pa.table({
+        "message_id": [m for m, *_ in msgs],
+        "exchange": [e for _, e, _, _ in msgs],
+        "routing_key": [k for _, _, k, _ in msgs],
+        "headers": [None if h is None else json.dumps(h) for *_, h in msgs],
+    })  # fmt: skip
+    filesystem, root = s3_store.filesystem(), bucket.removeprefix("s3://")
+    for name, part in (("a", table.slice(0, 250)), ("b", table.slice(250))):
+        with filesystem.open_output_stream(f"{root}/log/{name}.parquet") as sink:
+            pq.write_table(part, sink, row_group_size=100)
+    for name, value in (("old", export), ("new", new_export)):
+        with filesystem.open_output_stream(f"{root}/{name}.json") as sink:
+            sink.write(json.dumps(value).encode())
+    expected = planted.oracle(Topology.from_definitions(export), Topology.from_definitions(new_export), msgs)
+    assert expected["counts"]["changed"] > 0  # the planted change shows in this traffic
+
+    out = f"{bucket}/diff"
+    command = [
+        sys.executable, "-c", "from xroute.cli import main; main()", "diff",
+        f"{bucket}/old.json", f"{bucket}/new.json", "-m", f"{bucket}/log", "-o", out,
+        "--master", split_cluster.master_url, "--engine", "trie", "--json",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600, check=False, env=driver_env()
+    )
+    assert result.returncode == EXIT_DIFF_CHANGED, (
+        f"{result.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
+    )
+    report = json.loads(read_object(s3_store, f"{out}/diff.json"))
+    assert json.loads(result.stdout) == report
+    counts = report["traffic"]["counts"]
+    for name in ("messages", "changed", "gained_a_queue", "lost_a_queue", "became_unroutable", "became_routable", "refused_before", "refused_after"):
+        assert counts[name] == expected["counts"][name], name
+    per_queue = {r["queue"]: (r["gained"], r["lost"]) for r in report["traffic"]["per_queue"]}
+    assert per_queue == expected["per_queue"]
+    changes = pq.read_table(f"{out}/changes").to_pylist()
+    assert {r["message_id"]: (r["queues_before"], r["queues_after"]) for r in changes} == expected["changes"]
+    published = objects(s3_store, out)
+    assert "_SUCCESS" in published and "diff.png" in published
+    assert not [key for key in published if key.startswith("_temporary")]

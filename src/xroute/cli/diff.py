@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -29,13 +28,14 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
 @click.option(
     "--messages",
     "-m",
-    type=click.Path(),
     default=None,
-    help="A message log (Parquet, JSON Lines or CSV file or folder) to route through both, on Spark.",
+    help="A message log (Parquet, JSON Lines or CSV file or folder; a local path or a storage "
+    "URI) to route through both, on Spark.",
 )
 @click.option(
-    "--out", "-o", type=click.Path(file_okay=False), default=None,
-    help="Output folder: diff.json, and with -m changes/ (Parquet) and diff.png.",
+    "--out", "-o", default=None,
+    help="Output folder, a local path or a storage URI (s3://, gs://, ...): diff.json, and "
+    "with -m changes/ (Parquet) and diff.png; _SUCCESS last.",
 )
 @click.option("--exchange", "-e", default=None, help="Exchange for records with no 'exchange'.")
 @click.option(
@@ -99,17 +99,13 @@ def diff(
             messages=messages, out=out, exchange=exchange, format=fmt, vhost=vhost,
             engine=engine, overwrite=overwrite, samples=samples,
         )
-        traffic = run_diff(start_spark(master), options)
         report["messages"] = messages
+        traffic = run_diff(start_spark(master), options, report)
         report["traffic"] = traffic.to_dict()
-    if out is not None:
-        from xroute.pipeline.diff import write_report
+    elif out is not None:
+        from xroute.pipeline.diff import publish_report
 
-        if messages is None and Path(out).exists() and not overwrite:
-            from xroute.errors import OutputExists
-
-            raise OutputExists(out)
-        write_report(report, Path(out))
+        publish_report(report, out, overwrite)
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow.fs import FileSelector
 
@@ -83,6 +84,13 @@ class Staging:
                     folder.filesystem.delete_file(path)
             rows[output] = total
         return rows
+
+    def stage_empty(self, output: str, schema: pa.Schema) -> None:
+        """Stage one empty part of ``output``, for an output no task wrote to: it still reads
+        back, with its schema."""
+        sink = pa.BufferOutputStream()
+        pq.write_table(schema.empty_table(), sink, store_schema=False)
+        self.folder(output).child("part-empty.parquet").write_bytes(sink.getvalue().to_pybytes())
 
     def staged(self, output: str) -> list[Location]:
         """The parts of ``output`` staged so far, as locations."""

@@ -7,28 +7,37 @@ sit on the same row, so no join by message_id is needed (and none can go wrong o
 or missing ids). Everything is aggregated in Spark; only the small results (counts, per queue,
 top keys, a few samples) come to the driver.
 
-Outputs, in OUT: ``changes/`` (Parquet: message_id, queues_before, queues_after, one row per
-message whose set of queues changed), ``diff.json`` and ``diff.png`` (gained and lost per queue).
+Outputs, in OUT (a local path or a storage URI): ``changes/`` (Parquet: message_id,
+queues_before, queues_after, one row per message whose set of queues changed), ``diff.json``
+and ``diff.png`` (gained and lost per queue), then ``_SUCCESS``, published by the pipeline's
+commit protocol (`xroute.pipeline.commit`): the tasks write the parts, so the driver and the
+executors need share no disk.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from io import BytesIO
 from typing import Any
 
+import pyarrow as pa
+
 from xroute.definitions import read_definitions
-from xroute.errors import DatasetError, OutputExists
+from xroute.errors import DatasetError, PipelineFailed
 from xroute.pipeline import io
+from xroute.pipeline.commit import Commit
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.spark import session_settings
+from xroute.pipeline.pyarrow_reader import read_frame, survey
+from xroute.pipeline.spark import ARROW_BATCH_ROWS, session_settings
 from xroute.pipeline.transform import relative_path
+from xroute.pipeline.worker import PartWriter, part_name
+from xroute.storage import locate
 from xroute.tools.diff import why_changed
 from xroute.topology import Topology
 
+CHANGES = "changes"  # the output folder of changed messages
 BEFORE, AFTER = "queues_before", "queues_after"
 ERROR_BEFORE, ERROR_AFTER = "error_before", "error_after"
 TOP_KEYS = 10
@@ -210,7 +219,9 @@ def with_message_ids(dataset: io.Dataset) -> Any:
     from pyspark.sql import functions as F
 
     frame = dataset.frame
-    files = [r[0] for r in frame.select(io.FILE_COLUMN).distinct().collect()]
+    files = [f.uri for f in dataset.footers] or [
+        r[0] for r in frame.select(io.FILE_COLUMN).distinct().collect()
+    ]
     names = F.create_map(
         *[x for path in files for x in (F.lit(path), F.lit(relative_path(path, dataset.root)))]
     ) if files else F.create_map().cast("map<string,string>")
@@ -231,8 +242,8 @@ class DiffOptions:
 
     old: str | Mapping[str, Any]  # a path, a management API URL, or a parsed export
     new: str | Mapping[str, Any]
-    messages: str
-    out: str
+    messages: str  # a local path or a storage URI
+    out: str  # likewise
     exchange: str | None = None
     format: str = "auto"
     vhost: str | None = None
@@ -241,55 +252,120 @@ class DiffOptions:
     samples: int = SAMPLES
 
 
-def run_diff(spark: Any, options: DiffOptions) -> TrafficDiff:
-    """Route the log through both topologies, write OUT/changes, and return the summary
-    (`write_report` writes diff.json and diff.png)."""
-    out = Path(options.out).absolute()
-    if out.exists() and not options.overwrite:
-        raise OutputExists(out)
+def run_diff(
+    spark: Any, options: DiffOptions, report: Mapping[str, Any] | None = None
+) -> TrafficDiff:
+    """Route the log through both topologies and publish OUT, on any storage, by the
+    pipeline's commit protocol (docs/pipeline.md): ``changes/``, then ``diff.json`` (``report``
+    with the traffic part added) and ``diff.png``, then ``_SUCCESS``. Returns the traffic part.
+    Nothing is published unless the staged changes are exactly the changed messages counted."""
+    commit = Commit(options.out, [CHANGES], options.overwrite)
     old_defs = read_definitions(options.old, options.vhost)
     new_defs = read_definitions(options.new, options.vhost)
     old = Topology.from_definitions(old_defs, vhost=options.vhost)
     new = Topology.from_definitions(new_defs, vhost=options.vhost)
     fmt = io.detect_format(options.messages, options.format)
-    with session_settings(spark, io.WHOLE_FILES if fmt != "parquet" else {}):
-        dataset = io.read_messages(spark, options.messages, fmt)
-        if io.KEY not in dataset.columns:
-            raise DatasetError(
-                f"message dataset {options.messages!r} has no {io.KEY!r} column; its columns "
-                f"are {list(dataset.columns)}",
-                options.messages,
+    try:
+        commit.begin()
+        with session_settings(spark, io.WHOLE_FILES if fmt != "parquet" else {}):
+            dataset = read_log(spark, options.messages, fmt)
+            compared = compare(
+                route_both(
+                    with_message_ids(dataset), old_defs, new_defs, options.exchange,
+                    vhost=options.vhost, engine=options.engine,
+                )
+            ).persist()
+            try:
+                staged = stage_changes(compared, commit)
+                traffic = summarise(
+                    compared, old, new, exchange=options.exchange, samples=options.samples
+                )
+            finally:
+                compared.unpersist()
+        if staged != traffic.changed:
+            raise PipelineFailed(
+                f"{staged:,} changed messages staged in {CHANGES}/ but {traffic.changed:,} "
+                "counted: nothing published"
             )
-        frame = with_message_ids(dataset)
-        compared = compare(
-            route_both(
-                frame, old_defs, new_defs, options.exchange, vhost=options.vhost,
-                engine=options.engine,
-            )
-        ).persist()
+        full = {**(report or {}), "traffic": traffic.to_dict()}
+        commit.publish(report_files(full), {"counts": full["traffic"]["counts"]})
+    except BaseException:
+        commit.abort()
+        raise
+    return traffic
+
+
+def read_log(spark: Any, messages: str, fmt: str) -> io.Dataset:
+    """The log as a Dataset with its DataFrame: Parquet read by the tasks with pyarrow where
+    that reader reads it as Spark does (on any storage pyarrow reads), else by Spark."""
+    dataset = None
+    if fmt == "parquet":
         try:
-            if out.exists():
-                shutil.rmtree(out)
-            out.mkdir(parents=True)
-            compared.where("changed").select(io.MESSAGE_ID, BEFORE, AFTER).write.parquet(
-                str(out / "changes")
-            )
-            return summarise(compared, old, new, exchange=options.exchange, samples=options.samples)
+            surveyed = survey(messages)
+        except DatasetError:  # one this reader would read otherwise: Spark reads it
+            pass
+        else:
+            dataset = replace(surveyed, frame=read_frame(spark, surveyed, ARROW_BATCH_ROWS))
+    if dataset is None:
+        dataset = io.read_messages(spark, messages, fmt)
+    if io.KEY not in dataset.columns:
+        raise DatasetError(
+            f"message dataset {messages!r} has no {io.KEY!r} column; its columns are "
+            f"{list(dataset.columns)}",
+            messages,
+        )
+    return dataset
+
+
+def stage_changes(compared: Any, commit: Commit) -> int:
+    """Stage the changed messages' rows (message_id, queues_before, queues_after) as Parquet
+    parts written by the tasks to ``commit``'s staging; keep the parts of successful attempts
+    and return their rows. An empty result still gets one file, to read with its schema."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    changes = compared.where("changed").select(io.MESSAGE_ID, BEFORE, AFTER)
+    folder = commit.folder(CHANGES).uri
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        writer = PartWriter(locate(folder), part_name())
+        try:
+            for batch in batches:
+                writer.write(batch)
         finally:
-            compared.unpersist()
+            writer.close()
+        yield pa.RecordBatch.from_pydict({"files": [json.dumps(writer.files)]})
+
+    manifests = changes.mapInArrow(write, "files string").collect()
+    listed = [name for row in manifests for name in json.loads(row[0])]
+    rows = commit.keep_listed({CHANGES: listed})[CHANGES]
+    if not listed:
+        commit.stage_empty(CHANGES, to_arrow_schema(changes.schema))
+    return rows
 
 
-def write_report(report: dict[str, Any], out: Path) -> None:
-    """OUT/diff.json and, when there is traffic, OUT/diff.png."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "diff.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+def publish_report(report: Mapping[str, Any], out: str, overwrite: bool = False) -> None:
+    """OUT/diff.json (and diff.png when ``report`` has traffic), on any storage, published as
+    `run_diff` publishes: a report without traffic (no log given)."""
+    commit = Commit(out, [], overwrite)
+    try:
+        commit.begin()
+        commit.publish(report_files(report), {})
+    except BaseException:
+        commit.abort()
+        raise
+
+
+def report_files(report: Mapping[str, Any]) -> dict[str, bytes]:
+    """diff.json and, when there is traffic, diff.png, as bytes."""
+    files = {"diff.json": (json.dumps(report, indent=2, default=str) + "\n").encode()}
     traffic = report.get("traffic")
     if traffic is not None:
-        plot_per_queue(traffic, out / "diff.png")
+        files["diff.png"] = plot_per_queue(traffic)
+    return files
 
 
-def plot_per_queue(traffic: dict[str, Any], path: Path, top: int = 25) -> None:
-    """Messages gained and lost per queue, the largest changes on top."""
+def plot_per_queue(traffic: Mapping[str, Any], top: int = 25) -> bytes:
+    """Messages gained and lost per queue, the largest changes on top, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -313,5 +389,7 @@ def plot_per_queue(traffic: dict[str, Any], path: Path, top: int = 25) -> None:
     )
     axes.tick_params(axis="y", labelsize=7)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    image = BytesIO()
+    figure.savefig(image, format="png", dpi=110)
     plt.close(figure)
+    return image.getvalue()

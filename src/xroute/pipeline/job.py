@@ -307,10 +307,7 @@ def _write_empty_outputs(
         return
     routed = route_batch(router, pa.RecordBatch.from_pylist([], schema=schema), plan)
     for name in empty_names:
-        batch = getattr(routed, name)
-        sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_batches([batch], schema=batch.schema), sink, store_schema=False)
-        commit.folder(name).child("part-empty.parquet").write_bytes(sink.getvalue().to_pybytes())
+        commit.stage_empty(name, getattr(routed, name).schema)
 
 
 def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:

@@ -20,9 +20,10 @@ Both readers must give the same records, so the same outputs:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from xroute.pipeline.io import (
     FILE_COLUMN,
     ROW_COLUMN,
     Dataset,
+    TASKS_PER_CORE,
     ParquetFooter,
     data_files,
     dataset_root,
@@ -242,3 +244,27 @@ def _cast(column: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:
         raise DatasetError(
             f"column {name!r} is {column.type}, which does not read as {wanted}: {error}", name
         ) from None
+
+
+def read_frame(spark: Any, dataset: Dataset, batch_rows: int) -> Any:
+    """The surveyed ``dataset`` as a lazy DataFrame of Spark's records (the two naming columns
+    included) whose tasks read their splits with pyarrow: for code that wants a DataFrame on
+    storage that Spark reads only with a Hadoop connector (s3://, gs://)."""
+    schema = arrow_schema(dataset, spark.conf.get("spark.sql.session.timeZone"))
+    context = spark.sparkContext
+    plan = plan_splits(dataset.footers, TASKS_PER_CORE * context.defaultParallelism)
+    described = [(json.dumps([asdict(split) for split in task]),) for task in plan]
+    tasks = context.parallelize(described, len(described))
+    file_at = schema.get_field_index(FILE_COLUMN)
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for text in batch.column(0).to_pylist():
+                for fields in json.loads(text):
+                    split = Split(**{**fields, "row_groups": tuple(fields["row_groups"])})
+                    for records in read_split(split, schema, batch_rows):
+                        # Spark takes plain strings back from mapInArrow, not a dictionary.
+                        file = records.column(file_at).dictionary_decode()
+                        yield records.set_column(file_at, FILE_COLUMN, file)
+
+    return spark.createDataFrame(tasks, "splits string").mapInArrow(read, dataset.schema)

@@ -111,7 +111,7 @@ def run_partition(
     task: Task, router: BatchRouter, batches: Iterator[pa.RecordBatch], setup_s: float = 0.0
 ) -> pa.RecordBatch:
     """Route and write one partition; its manifest as a one-row batch."""
-    part = _part_name()
+    part = part_name()
     staging = locate(task.folder)
     parts = {name: PartWriter(staging.child(name), part) for name in OUTPUTS}
     totals = Totals(len(router.queues), len(router.bindings))
@@ -147,7 +147,8 @@ def run_partition(
     return pa.RecordBatch.from_pydict({"manifest": [json.dumps(manifest)]})
 
 
-def _part_name() -> str:
+def part_name() -> str:
+    """A part's file name, unique to this task attempt (see `xroute.pipeline.commit`)."""
     try:
         from pyspark import TaskContext
 
