@@ -434,6 +434,24 @@ def test_auto_memo_stops_keeping_keys_that_never_repeat(monkeypatch):
     assert [matcher.match(k) for k in repeated] == expected.match_many(repeated)
 
 
+def test_auto_memo_finds_a_repeating_working_set_again_after_a_pause():
+    # A working set larger than one probe's worth of keys, routed pass after pass: the first
+    # pass is all new keys, so the memo pauses; the sampled lookups of the next passes hit,
+    # so it resumes and keeps the whole set (the sticky pause of the issue 12 bench).
+    patterns = seed_patterns(300, seed=25)
+    matcher, expected = pair("auto", patterns)
+    keys = list(dict.fromkeys(seed_keys(patterns, 6000, seed=26)))[:3000]
+    assert len(keys) > 2 * auto.AUTO_MEMO_PROBE
+    answers = expected.match_many(keys)
+    assert [matcher.match(k) for k in keys] == answers
+    assert matcher.stats()["auto_memo_paused"]  # a first pass: nothing repeated
+    for _ in range(3):
+        assert [matcher.match(k) for k in keys] == answers
+    stats = matcher.stats()
+    assert not stats["auto_memo_paused"]
+    assert stats["auto_memo_keys"] == len(keys)
+
+
 def test_auto_waits_before_flattening_a_changed_trie(monkeypatch):
     monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 10)
     patterns = seed_patterns(100, seed=14)

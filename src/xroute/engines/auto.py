@@ -50,15 +50,18 @@ AUTO_FLATTEN_AFTER = 4096
 # When either is reached the older half is forgotten (a refill is one DFA walk per key).
 AUTO_MEMO_MAX_KEYS = 16_384
 AUTO_MEMO_MAX_CELLS = 2_000_000
-# Keys that never repeat would make the memo pure upkeep (a quarter to a half of a warm DFA
-# walk per key). So every AUTO_MEMO_PROBE keys it keeps, it checks that it answered at least
-# one lookup per AUTO_MEMO_MIN_HIT_SHARE keys kept meanwhile; if not, it pauses: it keeps no
-# new key for up to AUTO_MEMO_SKIP misses, but still answers from what it holds, and every
-# AUTO_MEMO_PROBE misses of the pause it ends it if those answers came back to their share
-# (a working set larger than AUTO_MEMO_PROBE keys is thus kept after one short pause).
+# Keys that never repeat would make the memo pure upkeep: a lookup that misses costs the key's
+# hash, a seventh of a warm DFA walk, and keeping it a quarter more. So every AUTO_MEMO_PROBE
+# keys it keeps, the memo checks that it answered at least one lookup per
+# AUTO_MEMO_MIN_HIT_SHARE keys kept meanwhile; if not, it pauses for AUTO_MEMO_SKIP keys. While
+# paused, `match` is the bare DFA walk but for one key in AUTO_MEMO_SAMPLE, which goes through
+# the memo (looked up, kept); every 1,024 keys, the pause ends if those sampled lookups hit
+# their share. A working set that repeats is thus found again within a few thousand keys, even
+# one whose first keys were all new when the memo paused.
 AUTO_MEMO_PROBE = 1_024
 AUTO_MEMO_MIN_HIT_SHARE = 4
-AUTO_MEMO_SKIP = 65_536  # a multiple of 1,024: the pause is checked every 1,024 misses
+AUTO_MEMO_SKIP = 65_536  # keys; the pause is checked every 1,024
+AUTO_MEMO_SAMPLE = 64  # a power of two that divides 1,024
 
 
 @register
@@ -74,7 +77,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._memo_cells = 0
         self._memo_clears = 0
         self._memo_hits = self._memo_inserts = 0  # since the last probe
-        self._memo_skip = 0  # misses left that the memo does not keep
+        self._memo_resume_at = 0  # while paused: the DFA's count of walks that ends the pause
         self._memo_skips = 0
         self._batch_keys_since_change = 0
         self._kernel_batches = self._dfa_batches = 0
@@ -115,18 +118,43 @@ class AutoEngine(BatchKernel, DfaEngine):
             found = state.destinations
             if found is None:
                 found = self._finish(state)
-        if self._memo_skip:  # keys do not repeat lately: the memo would only cost
-            self._memo_skip -= 1
-            if not self._memo_skip & 1023:
-                self._check_pause()
-            return found
         if self._memo_cells > AUTO_MEMO_MAX_CELLS or len(memo) >= AUTO_MEMO_MAX_KEYS:
             memo = self._sweep_memo()
         memo[key] = found
         self._memo_cells += len(found)
         self._memo_inserts += 1
-        if self._memo_inserts >= AUTO_MEMO_PROBE:
+        if self._memo_inserts >= AUTO_MEMO_PROBE and not self._memo_resume_at:
             self._probe_memo()
+        return found
+
+    # hot: `xroute bench engines --paths` auto match, keys that never repeat
+    def _match_paused(self, key: str) -> frozenset:
+        """`match` while the memo pauses (the instance's ``match`` then): the DFA walk alone,
+        inlined, for all but one key in `AUTO_MEMO_SAMPLE`, which goes through the memo. The
+        DFA's count of walks is the pause's clock, so that a key costs no other counter."""
+        matches = self._matches + 1
+        self._matches = matches
+        if not matches & (AUTO_MEMO_SAMPLE - 1):
+            found = AutoEngine.match(self, key)
+            if not matches & 1023:
+                self._check_pause(matches)
+            return found
+        if self._bypass:
+            self._matches = matches - 1  # counted there: the clock passes every number
+            return DfaEngine.match(self, key)
+        state = self._start or self._make_start()
+        if key:
+            dead = self._dead
+            for word in key.split("."):
+                following = state.next.get(word)
+                if following is None:
+                    following = self._advance(state, word)
+                if following is dead:
+                    return dead.destinations
+                state = following
+        found = state.destinations
+        if found is None:
+            found = self._finish(state)
         return found
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
@@ -155,21 +183,26 @@ class AutoEngine(BatchKernel, DfaEngine):
             "auto_memo_cells": self._memo_cells,
             "auto_memo_clears": self._memo_clears,
             "auto_memo_pauses": self._memo_skips,
+            "auto_memo_paused": bool(self._memo_resume_at),
         }
 
-    def _check_pause(self) -> None:
-        """Every 1,024 misses of a pause: end it early if the keys the memo holds answered
-        their share meanwhile (keys repeat again)."""
-        if self._memo_hits * AUTO_MEMO_MIN_HIT_SHARE >= 1024:
-            self._memo_skip = 0
-        self._memo_hits = 0
+    def _check_pause(self, matches: int) -> None:
+        """Every 1,024 keys of a pause: end it when it is over, or early if the sampled
+        lookups hit their share (keys repeat again)."""
+        sampled = 1024 // AUTO_MEMO_SAMPLE
+        hits, self._memo_hits = self._memo_hits, 0
+        if matches >= self._memo_resume_at or hits * (AUTO_MEMO_MIN_HIT_SHARE + 1) >= sampled:
+            self._memo_resume_at = 0
+            self._memo_inserts = 0
+            self.__dict__.pop("match", None)  # the class's `match` again
 
     def _probe_memo(self) -> None:
         """Every `AUTO_MEMO_PROBE` keys kept: if the memo answered few lookups meanwhile, keys
-        are not repeating, so keep none for a while (the DFA below stays warm)."""
+        are not repeating, so pause it (the DFA below stays warm)."""
         if self._memo_hits * AUTO_MEMO_MIN_HIT_SHARE < self._memo_inserts:
-            self._memo_skip = AUTO_MEMO_SKIP
+            self._memo_resume_at = self._matches + AUTO_MEMO_SKIP
             self._memo_skips += 1
+            self.match = self._match_paused  # type: ignore[method-assign]
         self._memo_hits = self._memo_inserts = 0
 
     def _sweep_memo(self) -> dict[str, frozenset]:
