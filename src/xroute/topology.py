@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from xroute.destinations import MatchedDestinations
 from xroute.engines import DEFAULT_ENGINE
 from xroute.errors import (
     AccessRefused,
@@ -108,6 +109,7 @@ class Topology:
         self.engine = engine
         # Routes of messages without headers, dropped precisely on change (xroute.route_cache).
         self._route_cache = TopologyRouteCache() if route_cache else None
+        self._destinations = MatchedDestinations()  # dropped on every unbind
         self._exchanges: dict[str, Exchange] = {}
         self._queues: dict[str, Queue] = {}
         self._bindings: dict[tuple, Binding] = {}
@@ -282,6 +284,7 @@ class Topology:
     def _remove(self, binding: Binding) -> None:
         exchange = self._exchanges[binding.source]
         exchange.kind.unbind(binding)
+        self._destinations.clear()
         if self._route_cache is not None:
             self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
         del self._bindings[
@@ -332,13 +335,7 @@ class Topology:
         if found is not None:
             return found
         through: list[str] = []  # every exchange the route visits or looks up as alternate
-
-        def visited(seen: Exchange, matched: list[Binding], via: str) -> None:
-            through.append(seen.name)
-            if seen.alternate_exchange is not None:
-                through.append(seen.alternate_exchange)
-
-        found = self.route_message(exchange, routing_key, None, visited)
+        found = self._route(exchange, routing_key, None, None, through)
         cache.put(exchange, routing_key, found, through)
         return found
 
@@ -355,6 +352,16 @@ class Topology:
     ) -> frozenset[str]:
         """`route`, telling ``observer`` what each visited exchange matched (for explanations
         and per-binding counts); the queues are the same with or without one."""
+        return self._route(exchange, routing_key, headers, observer, None)
+
+    def _route(
+        self,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None,
+        observer: RouteObserver | None,
+        through: list[str] | None,
+    ) -> frozenset[str]:
         start = self._exchange(exchange, "publish")
         if start.internal:
             raise AccessRefused(f"exchange {exchange!r} is internal: it cannot be published to")
@@ -366,7 +373,7 @@ class Topology:
             keys += sender_selected_keys(headers, "CC") + sender_selected_keys(headers, "BCC")
             # RabbitMQ strips BCC when the message is made, before any exchange sees it.
             headers.pop("BCC", None)
-        return frozenset(self._walk(start, keys, headers, observer))
+        return frozenset(self._walk(start, keys, headers, observer, through))
 
     def _walk(
         self,
@@ -374,16 +381,36 @@ class Topology:
         keys: list[str],
         headers: dict[str, Any],
         observer: RouteObserver | None,
-    ) -> set[str]:
+        through: list[str] | None,
+    ) -> set[str] | frozenset[str]:
+        """The queues reached from ``start``; ``through`` (if given) gets the name of every
+        exchange visited or looked up as an alternate."""
+        first = None if start.name == DEFAULT_EXCHANGE else start.kind.route(keys, headers)
+        if observer is None and type(first) is frozenset and start.kind.shares_results:
+            # The usual route: one exchange whose matcher hands out the sets it keeps (a DFA
+            # state's), whose queues are worked out once per set, not once per message.
+            queue_names, exchange_names = self._destinations.of(first)
+            if not exchange_names and (first or start.alternate_exchange is None):
+                if through is not None:
+                    through.append(start.name)
+                    if start.alternate_exchange is not None:
+                        through.append(start.alternate_exchange)
+                return queue_names
         queues: set[str] = set()
         seen = {start.name}
         pending = [(start, "published")]
         exchanges = self._exchanges
         while pending:
             exchange, via = pending.pop()
+            if through is not None:
+                through.append(exchange.name)
+                if exchange.alternate_exchange is not None:
+                    through.append(exchange.alternate_exchange)
             if exchange.name == DEFAULT_EXCHANGE:
                 matched: Iterable[Binding] = ()
                 queues.update(key for key in keys if key in self._queues)
+            elif exchange is start and first is not None:
+                matched, first = first, None
             else:
                 matched = exchange.kind.route(keys, headers)
             if observer is not None:

@@ -66,6 +66,8 @@ class DfaEngine(TrieEngine):
     name = "dfa"
     # The DFA already remembers per state; a route cache in front adds little but its upkeep.
     route_cache_default = False
+    # Keys that end in one state get the same frozenset: callers may key their own work by it.
+    shares_results = True
 
     def __init__(self, max_states: int = DFA_MAX_STATES, max_cells: int = DFA_MAX_CELLS) -> None:
         super().__init__()

@@ -96,6 +96,12 @@ class TopicMatcher:
         if self._cache is not None:
             self._cache.removed(words, destination)
 
+    @property
+    def shares_results(self) -> bool:
+        """Whether `match` hands many keys the same frozenset objects (a DFA's states), so
+        that work keyed by the result set is done once per set, not once per key."""
+        return getattr(self._engine, "shares_results", False)
+
     def match(self, key: str) -> frozenset:
         """The destinations whose patterns match the routing ``key``."""
         check_routing_key(key)

@@ -27,5 +27,7 @@ class ExchangeType(Protocol):
         """Called for each message: the bindings it matches (repeats allowed; callers dedupe).
 
         ``keys`` are the routing key followed by the CC and BCC keys, already validated;
-        ``headers`` are the validated headers without BCC.
+        ``headers`` are the validated headers without BCC. A type that returns a frozenset
+        must also say, as ``shares_results``, whether such sets are shared by many messages
+        (the topology then keys its work by them: `xroute.destinations`).
         """

@@ -32,6 +32,11 @@ class TopicExchange:
     def unbind(self, binding: Binding) -> None:
         self.matcher.remove(binding.routing_key, binding)
 
+    @property
+    def shares_results(self) -> bool:
+        """Whether one key's result is a frozenset shared by many keys (see `TopicMatcher`)."""
+        return self.matcher.shares_results
+
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         match = self.matcher.match
         if len(keys) == 1:

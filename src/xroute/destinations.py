@@ -1,0 +1,51 @@
+"""Where a set of matched bindings leads: its queue names and its exchange names, worked out
+once per set.
+
+A DFA hands every key that ends in one of its states the state's frozenset of bindings, so a
+topology that keys this work by that set turns a cold route (a key never seen) from a loop
+over the ~200 matched bindings into one dict lookup. The sets are kept by identity of content
+(a frozenset caches its hash), bounded by the bindings they hold, and dropped whole on a
+binding change, as the DFA drops its states.
+"""
+
+from __future__ import annotations
+
+from xroute.model import Binding
+
+# About 8 bytes a binding reference, plus the sets: some tens of MB at the bound.
+MAX_CELLS = 2_000_000
+
+
+class MatchedDestinations:
+    """Matched binding set -> (queue names, exchange names), bounded by `MAX_CELLS`."""
+
+    def __init__(self) -> None:
+        self._by_set: dict[frozenset[Binding], tuple[frozenset[str], tuple[str, ...]]] = {}
+        self._cells = 0
+
+    def of(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
+        """The queue names and the exchange names the bindings in ``matched`` lead to."""
+        found = self._by_set.get(matched)
+        if found is None:
+            found = self._add(matched)
+        return found
+
+    def clear(self) -> None:
+        """Forget every set (their bindings may be gone)."""
+        self._by_set = {}
+        self._cells = 0
+
+    def _add(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
+        queues: set[str] = set()
+        exchanges: list[str] = []
+        for binding in matched:
+            kind, name = binding.destination
+            if kind == "queue":
+                queues.add(name)
+            else:
+                exchanges.append(name)
+        if self._cells + len(matched) > MAX_CELLS:
+            self.clear()
+        found = self._by_set[matched] = (frozenset(queues), tuple(exchanges))
+        self._cells += len(matched)
+        return found
