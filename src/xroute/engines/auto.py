@@ -159,10 +159,10 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
         # Key by key through `match` (memo, then the inlined DFA walk): the frozensets come
-        # from the memo or the DFA's states, shared, never built per key.
+        # from the memo or the DFA's states, shared, never built per key. ``self.match`` is
+        # looked up per key: a pause begins or ends within the batch.
         self._dfa_batches += 1
-        match = self.match
-        return [match(key) for key in keys]
+        return [self.match(key) for key in keys]
 
     def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
         # None hands the batch back to TopicMatcher's generic path (match_many, flattened).
