@@ -45,11 +45,13 @@ AUTO_BATCH_MIN = 256
 AUTO_FLATTEN_AFTER = 4096
 # The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
 # summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
-# the memo alone keeps them alive, so their size is bounded: 2M cells is about 60 MB of
-# frozensets, room for about 900 keys of 2,250 queues each (100k seed bindings).
-# When either is reached the older half is forgotten (a refill is one DFA walk per key).
+# the memo alone keeps them alive, so their size is bounded: 2.5M cells is about 75 MB of
+# frozensets, room for about 1,100 keys of 2,250 queues each (100k seed bindings), as many
+# cells as the route cache of `trie` and `compiled` holds there (1,024 keys).
+# When either is reached the oldest quarter is forgotten (a refill is one DFA walk per key):
+# forgetting half left the memo half empty on average, behind that route cache.
 AUTO_MEMO_MAX_KEYS = 16_384
-AUTO_MEMO_MAX_CELLS = 2_000_000
+AUTO_MEMO_MAX_CELLS = 2_500_000
 # Keys that never repeat would make the memo pure upkeep: a lookup that misses costs the key's
 # hash, a seventh of a warm DFA walk, and keeping it a quarter more. So every AUTO_MEMO_PROBE
 # keys it keeps, the memo checks that it answered at least one lookup per
@@ -206,10 +208,10 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._memo_hits = self._memo_inserts = 0
 
     def _sweep_memo(self) -> dict[str, frozenset]:
-        """The memo reached a bound: forget its older half (dicts keep insertion order), so
-        the keys routed lately stay; the memo."""
+        """The memo reached a bound: forget its oldest quarter (dicts keep insertion order),
+        so the keys routed lately stay; the memo."""
         memo = self._memo
-        drop = list(memo)[: len(memo) // 2 + 1]
+        drop = list(memo)[: len(memo) // 4 + 1]
         cells = self._memo_cells
         for key in drop:
             cells -= len(memo.pop(key))
