@@ -288,32 +288,42 @@ def churn(spec: str, size: int, seed: int) -> dict[str, Any]:
 
 
 def churn_memory(spec: str, size: int, seed: int) -> dict[str, Any]:
-    """tracemalloc: a fresh matcher, then the same after warm caches and a full churn."""
+    """tracemalloc: what a fresh matcher holds, then what one holds warm and after a full
+    churn. "Holds" is what deleting the matcher frees, so that what the process keeps anyway
+    (interned words, allocator pools) is not counted as the matcher's."""
     bindings, keys = _churn_workload(size, seed)
+    order = list(bindings)
+    random.Random(seed + 9).shuffle(order)
     gc.collect()
     tracemalloc.start()
     try:
-        base = tracemalloc.get_traced_memory()[0]
         matcher = _matcher(spec, bindings)
-        fresh = tracemalloc.get_traced_memory()[0] - base
+        built = _traced()
+        del matcher
+        fresh = built - _traced()
+        matcher = _matcher(spec, bindings)
         matcher.match_many(keys)
         for key in keys:
             matcher.match(key)
         matcher.match_many_ids(keys)
-        warm = tracemalloc.get_traced_memory()[0] - base
-        order = list(bindings)
-        random.Random(seed + 9).shuffle(order)
+        warm = _traced()
         for pattern, destination in order:
             matcher.remove(pattern, destination)
         for pattern, destination in reversed(order):
             matcher.add(pattern, destination)
-        gc.collect()
-        after = tracemalloc.get_traced_memory()[0] - base
+        churned = _traced()
+        del matcher
+        left = _traced()
     finally:
         tracemalloc.stop()
     return {"engine": spec, "bindings": len(bindings), "memory_fresh_bytes": fresh,
-            "memory_warm_bytes": warm, "memory_after_churn_bytes": after,
-            "after_over_fresh": after / max(fresh, 1)}
+            "memory_warm_bytes": warm - left, "memory_after_churn_bytes": churned - left,
+            "after_over_fresh": (churned - left) / max(fresh, 1)}
+
+
+def _traced() -> int:
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
 
 
 # -- the rule holds? ------------------------------------------------------------------------
