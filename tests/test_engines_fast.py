@@ -452,6 +452,24 @@ def test_auto_memo_finds_a_repeating_working_set_again_after_a_pause():
     assert stats["auto_memo_keys"] == len(keys)
 
 
+def test_auto_warms_its_dfa_with_the_batch_that_flattens_the_trie(monkeypatch):
+    monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 10)
+    monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 10)
+    monkeypatch.setattr(auto, "AUTO_WARM_KEYS", 15)
+    patterns = seed_patterns(100, seed=16)
+    matcher, expected = pair("auto", patterns)
+    batch = seed_keys(patterns, 40, seed=17)
+    assert matcher.stats()["dfa_states_built"] == 0
+    assert decode(matcher, *matcher.match_many_ids(batch)) == expected.match_many(batch)
+    assert matcher.stats()["auto_kernel_batches"] == 1
+    built = matcher.stats()["dfa_states_built"]
+    assert built > 0  # the first 15 keys walked the DFA too
+    assert [matcher.match(k) for k in batch[:15]] == expected.match_many(batch[:15])
+    assert matcher.stats()["dfa_states_built"] == built  # ...so those keys find their states
+    assert decode(matcher, *matcher.match_many_ids(batch)) == expected.match_many(batch)
+    assert matcher.stats()["dfa_states_built"] == built  # a current flat trie: no warming
+
+
 def test_auto_waits_before_flattening_a_changed_trie(monkeypatch):
     monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 10)
     patterns = seed_patterns(100, seed=14)

@@ -43,6 +43,8 @@ AUTO_BATCH_MIN = 256
 # about as much per key as flattening does per 10-100 nodes (both grow with the bindings; see
 # `xroute bench engines`): after about this many batch keys a fresh flat trie has paid for itself.
 AUTO_FLATTEN_AFTER = 4096
+# Keys of the batch that flattens the trie also walked through the DFA: see `_warm_dfa`.
+AUTO_WARM_KEYS = 2048
 # The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
 # summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
 # the memo alone keeps them alive, so their size is bounded: 2.5M cells is about 75 MB of
@@ -170,6 +172,8 @@ class AutoEngine(BatchKernel, DfaEngine):
         # None hands the batch back to TopicMatcher's generic path (match_many, flattened).
         if len(keys) >= AUTO_BATCH_MIN and self._kernel_worth(len(keys)):
             self._kernel_batches += 1
+            if self._flat is None:
+                self._warm_dfa(keys)
             return super().match_many_ids(keys)
         self._dfa_batches += 1
         return None
@@ -187,6 +191,14 @@ class AutoEngine(BatchKernel, DfaEngine):
             "auto_memo_pauses": self._memo_skips,
             "auto_memo_paused": bool(self._memo_resume_at),
         }
+
+    def _warm_dfa(self, keys: Any) -> None:
+        """This batch flattens the trie for the kernel (about 5 µs a node); walking its first
+        `AUTO_WARM_KEYS` keys through the DFA too costs a few percent of that, and leaves the
+        single-key path as warm as the batch path after a change (keys or an Arrow array)."""
+        first = keys[:AUTO_WARM_KEYS]
+        for key in first if isinstance(first, list) else first.to_pylist():
+            DfaEngine.match(self, key)
 
     def _check_pause(self, matches: int) -> None:
         """Every 1,024 keys of a pause: end it when it is over, or early if the sampled
