@@ -195,9 +195,12 @@ class AutoEngine(BatchKernel, DfaEngine):
     def _warm_dfa(self, keys: Any) -> None:
         """This batch flattens the trie for the kernel (about 5 µs a node); walking its first
         `AUTO_WARM_KEYS` keys through the DFA too costs a few percent of that, and leaves the
-        single-key path as warm as the batch path after a change (keys or an Arrow array)."""
+        single-key path as warm as the batch path after a change (keys or an Arrow array).
+        It stops at half the DFA's cell bound: warming must never make the DFA reset."""
         first = keys[:AUTO_WARM_KEYS]
         for key in first if isinstance(first, list) else first.to_pylist():
+            if self._cells > self.max_cells // 2:
+                break
             DfaEngine.match(self, key)
 
     def _check_pause(self, matches: int) -> None:
