@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from xroute.bench.experiments.common import CheckFailed, check_same, linear_fit, quiet_gc
 from xroute.bench.experiments.common import traced_bytes, wrong_routes
+from xroute.bench.experiments.machine import load_average
 from xroute.bench.peers import PEER_NAMES, build_peer, can_hold
 from xroute.bench.workload import random_word, seed_keys, seed_patterns
 from xroute.engines import TopicMatcher
@@ -90,7 +91,7 @@ def run(
         report(f"{size:,} bindings: workload")
         results["sizes"].append(_one_size(size, settings, report))
     gc.unfreeze()
-    results["meta"]["load_after"] = _load()
+    results["meta"]["load_after"] = load_average()
     results["targets"] = targets(results)
     return results
 
@@ -409,12 +410,6 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
 # -- context --------------------------------------------------------------------------------
 
 
-def _load() -> list[float] | None:
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return None
-
 
 def _meta(settings: Settings, command: str) -> dict[str, Any]:
     import numba
@@ -430,7 +425,7 @@ def _meta(settings: Settings, command: str) -> dict[str, Any]:
         "machine": platform.machine(),
         "processor": platform.processor() or platform.platform(),
         "cpus": os.cpu_count(),
-        "load_before": _load(),
+        "load_before": load_average(),
         "timer_overhead_ns": _timer_overhead(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "note": "latencies are per call through TopicMatcher.match, less the timer's own cost",

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from xroute.bench.experiments.machine import load_average
 from xroute.bench.workload import random_word, seed_patterns
 from xroute.keys import HASH, STAR
 from xroute.topology import Topology
@@ -72,12 +73,6 @@ def amqp_keys(patterns: list[str], count: int, seed: int) -> list[str]:
         keys.append(".".join(words))
     return keys
 
-
-def _load() -> list[float] | None:
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return None
 
 
 class _Timed:
@@ -209,7 +204,7 @@ def run(
             "machine": platform.machine(),
             "processor": platform.processor() or platform.platform(),
             "cpus": os.cpu_count(),
-            "load_before": _load(),
+            "load_before": load_average(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "redis": redis_url,
             "note": MACHINE_NOTE,
@@ -271,7 +266,7 @@ def run(
     finally:
         _clean_redis(redis_url, prefix)
     results["ratios"] = ratios(results["runs"])
-    results["meta"]["load_after"] = _load()
+    results["meta"]["load_after"] = load_average()
     return results
 
 

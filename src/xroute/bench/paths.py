@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from xroute.batch import BatchRouter
 from xroute.bench.experiments.common import CheckFailed, check_same, wrong_routes
+from xroute.bench.experiments.machine import load_average
 from xroute.bench.peers import build_peer
 from xroute.bench.workload import seed_keys, seed_patterns
 from xroute.engines import TopicMatcher
@@ -89,7 +90,7 @@ def run(sizes: Sequence[int], report: Report = lambda line: None,
         results["churn"].append(churn_memory(spec, memory_size, seed))
     gc.unfreeze()
     results["gaps"] = gaps(results)
-    results["meta"]["load_after"] = _load()
+    results["meta"]["load_after"] = load_average()
     return results
 
 
@@ -347,12 +348,6 @@ def gaps(results: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def _load() -> list[float] | None:
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return None
-
 
 def _meta(sizes: Sequence[int], engines: Sequence[str]) -> dict[str, Any]:
     import platform
@@ -365,7 +360,7 @@ def _meta(sizes: Sequence[int], engines: Sequence[str]) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
         "processor": platform.processor() or platform.platform(),
-        "load_before": _load(),
+        "load_before": load_average(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "machine_note": "2 cores shared with other engineers' work (loaded): figures are "
                         "noisy; compare engines within this run only",

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from xroute.bench.debian import server_program
+
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 START_TIMEOUT_S = 90  # a cold Erlang VM plus RabbitMQ's boot steps take 5-20 s here
 SBIN = ("/usr/sbin", "/usr/lib/rabbitmq/bin")
@@ -54,22 +56,9 @@ def _free_port() -> int:
 
 def _server_binary() -> str:
     path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
-    found = shutil.which("rabbitmq-server", path=path)
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise BrokerUnavailable(
-            "no RabbitMQ found: install it ('sudo apt-get install rabbitmq-server') or set "
-            "XROUTE_AMQP_URL to a broker"
-        )
-    print("rabbitmq: installing rabbitmq-server from Debian", file=sys.stderr)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "rabbitmq-server"], check=True, env=env)
-    found = shutil.which("rabbitmq-server", path=path)
-    if not found:
-        raise BrokerUnavailable("rabbitmq-server was installed but cannot be found")
-    return found
+    return server_program(
+        "rabbitmq-server", "rabbitmq-server", BrokerUnavailable, "XROUTE_AMQP_URL", path
+    )
 
 
 def connect(url: str) -> Any:

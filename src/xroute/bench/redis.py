@@ -15,6 +15,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from xroute.bench.debian import server_program
+
 DEFAULT_PORT = 6379
 START_TIMEOUT_S = 20  # redis-server answers within a second here; a cold disk may be slower
 
@@ -40,22 +42,7 @@ def _free_port() -> int:
 
 
 def _server_binary() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise RedisUnavailable(
-            "no Redis found: install it ('sudo apt-get install redis-server') or set "
-            "XROUTE_REDIS_URL to a server"
-        )
-    print("redis: installing redis-server from Debian", file=sys.stderr)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "redis-server"], check=True, env=env)
-    found = shutil.which("redis-server")
-    if not found:
-        raise RedisUnavailable("redis-server was installed but cannot be found")
-    return found
+    return server_program("redis-server", "redis-server", RedisUnavailable, "XROUTE_REDIS_URL")
 
 
 @contextlib.contextmanager

@@ -42,6 +42,9 @@ class TopicMatcher:
             self._engine = ENGINES[engine]()
         except (KeyError, TypeError):
             raise UnknownEngine(engine, sorted(ENGINES)) from None
+        # Whether `match` hands many keys the same frozenset objects (a DFA's states), so that
+        # work keyed by the result set is done once per set, not once per key.
+        self.shares_results: bool = getattr(self._engine, "shares_results", False)
         if cache is None:
             cache = getattr(self._engine, "route_cache_default", True)
         self._cache: RouteCache | None = RouteCache() if cache else None
@@ -95,12 +98,6 @@ class TopicMatcher:
         self._count_destination(destination, -1)
         if self._cache is not None:
             self._cache.removed(words, destination)
-
-    @property
-    def shares_results(self) -> bool:
-        """Whether `match` hands many keys the same frozenset objects (a DFA's states), so
-        that work keyed by the result set is done once per set, not once per key."""
-        return getattr(self._engine, "shares_results", False)
 
     def match(self, key: str) -> frozenset:
         """The destinations whose patterns match the routing ``key``."""
