@@ -87,25 +87,21 @@ def _untagged(tagged: Any) -> Any:
     raise ValueError(f"unknown tag {tag!r}")
 
 
-def encode_arguments(arguments: Mapping[str, Any] | None) -> str:
-    """A headers binding's arguments as the text kept in a kombu table row's ``pattern``.
-
-    The same arguments always give the same text (top-level names sorted; a nested table keeps
-    its field order, which its equality depends on), because kombu finds the row
-    to remove by building it again. Refuses a bad ``x-match`` or a value an AMQP table cannot
-    carry with `InvalidArguments`, at bind time, as RabbitMQ does.
-    """
+def encode_table(arguments: Mapping[str, Any] | None) -> str:
+    """An AMQP table (binding or exchange arguments) as typed text that `decode_table` reads
+    back with every value's type. The same table always gives the same text (top-level names
+    sorted; a nested table keeps its field order, which its equality depends on). A value an
+    AMQP table cannot carry raises `InvalidArguments`."""
     arguments = dict(arguments or {})
     for name in arguments:
         if not isinstance(name, str):
-            raise InvalidArguments(f"headers binding argument name {name!r} is not text", arguments)
+            raise InvalidArguments(f"argument name {name!r} is not text", arguments)
     body = [[name, _tagged(value, name)] for name, value in sorted(arguments.items())]
-    criteria(arguments)  # validates x-match
     return ARGUMENTS_PREFIX + json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
-def decode_arguments(text: Any) -> dict[str, Any]:
-    """The arguments that `encode_arguments` wrote; `InvalidArguments` for any other text."""
+def decode_table(text: Any) -> dict[str, Any]:
+    """The table that `encode_table` wrote; `InvalidArguments` for any other text."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")
     if not isinstance(text, str) or not text.startswith(ARGUMENTS_PREFIX):
@@ -120,6 +116,20 @@ def decode_arguments(text: Any) -> dict[str, Any]:
         return {name: _untagged(value) for name, value in body}
     except (ValueError, TypeError, IndexError) as error:
         raise InvalidArguments(f"cannot decode headers binding row {text!r:.60}: {error}", text) from None
+
+
+def encode_arguments(arguments: Mapping[str, Any] | None) -> str:
+    """A headers binding's arguments as the text kept in a kombu table row's ``pattern``
+    (`encode_table`: kombu finds the row to remove by building it again, so equal arguments
+    must give equal text). Refuses a bad ``x-match`` or a value an AMQP table cannot carry
+    with `InvalidArguments`, at bind time, as RabbitMQ does."""
+    text = encode_table(arguments)
+    criteria(dict(arguments or {}))  # validates x-match
+    return text
+
+
+#: The arguments that `encode_arguments` wrote (`decode_table`).
+decode_arguments = decode_table
 
 
 # ----------------------------------------------------------------- the router
