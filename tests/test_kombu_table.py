@@ -129,7 +129,8 @@ def test_xroute_kombu_public_names():
     import xroute.kombu
 
     assert xroute.kombu.__all__ == [
-        "EXCHANGE_TYPES", "DelimiterExchange", "DirectExchange", "FanoutExchange",
+        "EXCHANGE_TYPES", "Broker", "MemoryBroker", "MemoryTransport", "XRouteChannel",
+        "DelimiterExchange", "DirectExchange", "FanoutExchange",
         "HeadersExchange", "NotAVirtualTransport", "RouterStats", "TableRouter",
         "TopicExchange", "XRouteExchangeType", "decode_arguments", "encode_arguments",
         "install", "installed", "transport_class", "uninstall",
