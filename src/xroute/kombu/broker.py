@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from xroute.engines import DEFAULT_ENGINE
-from xroute.errors import BindingNotFound, InvalidHeaders, PreconditionFailed
+from xroute.errors import (
+    BindingNotFound,
+    InvalidHeaders,
+    PreconditionFailed,
+    UnknownExchange,
+    UnknownQueue,
+)
 from xroute.model import Binding, Destination, DestinationType, Exchange
 from xroute.topology import DEFAULT_EXCHANGE, Topology
 
@@ -155,13 +161,13 @@ class Broker:
         arguments: Mapping[str, Any] | None = None,
         destination_type: DestinationType = "queue",
     ) -> None:
-        """Remove the binding with exactly these arguments; none such: nothing happens (as
-        RabbitMQ, where an unbind that matches no binding succeeds)."""
+        """Remove the binding with exactly these arguments. None such (or no such exchange or
+        queue): nothing happens, as in RabbitMQ 3.10, where such an unbind succeeds."""
         with self.lock:
             topology = self.current()
             try:
                 topology.unbind(source, destination, routing_key, arguments, destination_type)
-            except BindingNotFound:
+            except (BindingNotFound, UnknownExchange, UnknownQueue):
                 return
             self._deleted_binding(
                 _binding(source, destination_type, destination, routing_key, arguments), topology

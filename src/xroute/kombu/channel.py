@@ -28,6 +28,7 @@ from kombu.transport.virtual.base import (
 )
 from kombu.utils.uuid import uuid
 
+from xroute.errors import PreconditionFailed
 from xroute.kombu.broker import Broker, MemoryBroker
 from xroute.kombu.exchange import EXCHANGE_TYPES
 
@@ -103,9 +104,10 @@ class XRouteChannel:
 
     def queue_delete(self, queue: str, if_unused: bool = False, if_empty: bool = False,
                      **kwargs: Any) -> None:
-        """Delete a queue, its messages and every binding to it, for every connection."""
+        """Delete a queue, its messages and every binding to it, for every connection
+        (``if_empty`` and messages left: `PreconditionFailed`, as RabbitMQ's 406)."""
         if if_empty and self._size(queue):
-            return
+            raise PreconditionFailed(f"queue {queue!r} not empty (AMQP 406 PRECONDITION_FAILED)")
         self.broker.delete_queue(queue)
         self._drop_messages(queue)
 
@@ -192,7 +194,8 @@ class XRouteChannel:
         return message
 
     def _restore(self, message: Any) -> None:
-        self._requeue_message(message, front=False)
+        # RabbitMQ puts a requeued message back where it was: at the head, the next out.
+        self._requeue_message(message, front=True)
 
     def _restore_at_beginning(self, message: Any) -> None:
         self._requeue_message(message, front=True)
@@ -317,8 +320,9 @@ def _make_redis_classes() -> tuple[type, type]:
                 queues = [routing_key] if self.broker.has_queue(routing_key) else []
             priority = self._get_message_priority(payload, reverse=False)
             for queue in sorted(queues):
-                (pipe.lpush if leftmost else pipe.rpush)(
-                    self._q_for_pri(queue, priority), json.dumps(payload))
+                # Back at the head (the right end, next out), as RabbitMQ requeues, for a
+                # reject too (kombu puts a rejected message at the tail).
+                pipe.rpush(self._q_for_pri(queue, priority), json.dumps(payload))
 
         def _requeue(self, payload: dict, queue: str, front: bool) -> None:
             with self.conn_or_acquire() as client:
