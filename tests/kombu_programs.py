@@ -27,6 +27,7 @@ import random
 import socket
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kombu import Connection, Consumer, Exchange, Producer, Queue
@@ -452,3 +453,27 @@ def _alternate(rng: random.Random, name: str, exchanges: dict) -> dict | None:
 
 def _maybe_other(rng: random.Random, op: tuple) -> tuple:
     return ("other", op) if op[0] not in ("die",) and rng.random() < 0.2 else op
+
+
+# ----------------------------------------------------------------- RabbitMQ's answers, recorded
+
+#: RabbitMQ's results for the scenarios and these seeds, kept in `RECORDED` so that the default
+#: test run checks memory and Redis without a broker; ``make conformance`` checks that the
+#: live broker still gives them (XROUTE_KOMBU_RECORD=1 rewrites the file from it).
+RECORDED_SEEDS = range(12)
+RECORDED = Path(__file__).parent / "data" / "kombu_rabbitmq_programs.json"
+
+
+def program(name: str) -> Program:
+    """A scenario by name, or ``seed=N``'s random program."""
+    return random_program(int(name[5:])) if name.startswith("seed=") else SCENARIOS[name]
+
+
+def recorded_names() -> list[str]:
+    """The programs whose RabbitMQ results are recorded."""
+    return [*SCENARIOS, *(f"seed={seed}" for seed in RECORDED_SEEDS)]
+
+
+def recorded() -> dict[str, Any]:
+    """RabbitMQ's recorded results, by program name."""
+    return json.loads(RECORDED.read_text())["results"]
