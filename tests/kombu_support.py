@@ -169,3 +169,16 @@ def mismatch(case: Case, want: dict[int, list[int]], got: dict[int, list[int]]) 
         flag = "" if w == g else "   <-- differs"
         lines.append(f"  message {number} key={key!r} headers={headers}: want {w} got {g}{flag}")
     return "\n".join(lines)
+
+
+def delete_keys(redis_url: str, prefix: str) -> None:
+    """Remove every Redis key under ``prefix`` (a test's own: others share this Redis)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        stale = list(client.scan_iter(match=f"{prefix}*"))
+        if stale:
+            client.delete(*stale)
+    finally:
+        client.close()

@@ -14,6 +14,7 @@ from kombu import Connection, Exchange, Producer, Queue
 import xroute.kombu
 from tests import celery_support
 from tests.kombu_programs import differences, program, recorded, recorded_names, run
+from tests.kombu_support import delete_keys
 from xroute.bench.redis import RedisUnavailable, redis_server
 
 
@@ -32,13 +33,7 @@ def prefix(redis_url):
     """Redis keys of this test's own (others share this Redis), removed after."""
     prefix = f"xr19-test-{uuid.uuid4().hex[:8]}:"
     yield prefix
-    import redis
-
-    client = redis.Redis.from_url(redis_url)
-    stale = list(client.scan_iter(match=f"{prefix}*"))
-    if stale:
-        client.delete(*stale)
-    client.close()
+    delete_keys(redis_url, prefix)
 
 
 @pytest.fixture
@@ -125,10 +120,4 @@ def test_celery_topic_routing_on_redis(installed, redis_url):
         app = celery_support.make_app(redis_url, prefix, {"global_keyprefix": prefix})
         assert celery_support.send_and_collect(app, prefix) == celery_support.expected()
     finally:
-        import redis
-
-        client = redis.Redis.from_url(redis_url)
-        stale = list(client.scan_iter(match=f"{prefix}*"))
-        if stale:
-            client.delete(*stale)
-        client.close()
+        delete_keys(redis_url, prefix)

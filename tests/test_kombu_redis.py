@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from kombu import Connection, Exchange, Producer, Queue
 
 import xroute.kombu
-from tests.kombu_support import Case, expected, headers_cases, mismatch, through_kombu, topic_cases
+from tests.kombu_support import Case, delete_keys, expected, headers_cases, mismatch, through_kombu, topic_cases
 from xroute.bench.redis import RedisUnavailable, redis_server
 
 EXAMPLES = settings(
@@ -47,13 +47,7 @@ def redis(redis_url, prefix):
     options = {"global_keyprefix": prefix, "polling_interval": 0.05}
     with Connection(redis_url, transport_options=options) as connection:
         yield connection
-    import redis as redis_py
-
-    client = redis_py.Redis.from_url(redis_url)
-    leftovers = list(client.scan_iter(match=f"{prefix}*"))
-    if leftovers:
-        client.delete(*leftovers)
-    client.close()
+    delete_keys(redis_url, prefix)
 
 
 @pytest.fixture
