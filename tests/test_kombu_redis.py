@@ -210,3 +210,34 @@ def test_a_private_redis_starts_and_stops():
         print(f"no redis-server: {error}")
         pytest.skip(f"redis-server cannot be found or installed: {error}")
     assert not redis_answers("127.0.0.1", port)
+
+
+def test_another_process_with_xroute_shares_exchange_types_and_deletes(
+    installed, redis, redis_url, prefix
+):
+    """An exchange declared, a queue bound and then deleted by another process: this one
+    publishes by name (never declaring) and routes as a topic exchange, then not at all."""
+    other_process(redis_url, prefix, "topic", "bind", with_xroute=True)
+    channel = redis.channel()
+    Producer(channel).publish({"n": 1}, exchange="x", routing_key="a")  # a.# matches a
+    assert Queue("remote", channel=channel).get(no_ack=True).payload == {"n": 1}
+    other_process(redis_url, prefix, "topic", "unbind", with_xroute=True)  # deletes 'remote'
+    Producer(channel).publish({"n": 2}, exchange="x", routing_key="a")
+    assert not channel.broker.has_queue("remote")
+    assert Queue("remote", channel=channel).get(no_ack=True) is None
+
+
+def test_transport_class_gives_memory_and_redis_xroutes_channels():
+    from kombu.transport import filesystem, memory
+    from kombu.transport import redis as kombu_redis
+
+    assert xroute.kombu.transport_class("memory") is xroute.kombu.MemoryTransport
+    redis_transport = xroute.kombu.transport_class("redis")
+    assert issubclass(redis_transport, kombu_redis.Transport)
+    assert issubclass(redis_transport.Channel, xroute.kombu.XRouteChannel)
+    assert xroute.kombu.transport_class(redis_transport) is redis_transport
+    other = xroute.kombu.transport_class("filesystem")  # exchange types only
+    assert issubclass(other, filesystem.Transport)
+    assert not issubclass(other.Channel, xroute.kombu.XRouteChannel)
+    assert isinstance(other.Channel.exchange_types["headers"], type)
+    assert not issubclass(memory.Transport.Channel, xroute.kombu.XRouteChannel)
