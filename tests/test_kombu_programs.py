@@ -9,7 +9,7 @@ import uuid
 import warnings
 
 import pytest
-from kombu import Connection, Exchange, Producer, Queue
+from kombu import Connection, Consumer, Exchange, Producer, Queue
 
 import xroute.kombu
 from tests import celery_support
@@ -121,3 +121,22 @@ def test_celery_topic_routing_on_redis(installed, redis_url):
         assert celery_support.send_and_collect(app, prefix) == celery_support.expected()
     finally:
         delete_keys(redis_url, prefix)
+
+
+def test_an_auto_delete_queue_goes_with_its_last_consumer(installed, redis_url, prefix):
+    for make in (connect("memory"), connect("redis", redis_url, prefix)):
+        with make() as connection, make() as other:
+            channel = connection.channel()
+            exchange = Exchange(f"{prefix}events", type="fanout", durable=False, channel=channel)
+            queue = Queue(f"{prefix}monitor", exchange, durable=False, auto_delete=True,
+                          channel=channel)
+            queue.declare()
+            consumer = Consumer(other.channel(), queues=[queue], accept=["json"])
+            consumer.consume()
+            Producer(channel).publish({"n": 1}, exchange=exchange)
+            assert channel.broker.has_queue(queue.name)
+            consumer.cancel()
+            assert not channel.broker.has_queue(queue.name)  # its bindings and messages too
+            Producer(channel).publish({"n": 2}, exchange=exchange)
+            assert queue.get(no_ack=True) is None
+            exchange.delete()

@@ -24,7 +24,7 @@ from xroute.errors import (
     UnknownExchange,
     UnknownQueue,
 )
-from xroute.model import Binding, Destination, DestinationType, Exchange
+from xroute.model import Binding, Destination, DestinationType, Exchange, Queue
 from xroute.topology import DEFAULT_EXCHANGE, Topology
 
 # The only headers that route a message on an exchange that is not a headers exchange.
@@ -57,8 +57,8 @@ class Broker:
     def _deleted_exchange(self, name: str, bindings: list[Binding]) -> None:
         """Exchange ``name`` was deleted, and ``bindings`` (from or to it) with it."""
 
-    def _saved_queue(self, name: str) -> None:
-        """Queue ``name`` was declared."""
+    def _saved_queue(self, queue: Queue) -> None:
+        """``queue`` was declared."""
 
     def _deleted_queue(self, name: str, bindings: list[Binding]) -> None:
         """Queue ``name`` was deleted (or did not exist), and ``bindings`` to it with it."""
@@ -106,13 +106,19 @@ class Broker:
             topology.delete_exchange(name)
             self._deleted_exchange(name, bindings)
 
-    def declare_queue(self, name: str) -> None:
+    def declare_queue(self, name: str, auto_delete: bool = False) -> None:
         """Declare a queue; redeclaring one changes nothing."""
         with self.lock:
             topology = self.current()
             if name not in topology.queues:
-                topology.declare_queue(name)
-                self._saved_queue(name)
+                topology.declare_queue(name, auto_delete=auto_delete)
+                self._saved_queue(topology.queues[name])
+
+    def auto_delete(self, name: str) -> bool:
+        """True if queue ``name`` is declared auto-delete."""
+        with self.lock:
+            queue = self.current().queues.get(name)
+            return queue is not None and queue.auto_delete
 
     def delete_queue(self, name: str) -> None:
         """Delete a queue and every binding to it (deleting a missing queue does nothing but

@@ -99,7 +99,7 @@ class XRouteChannel:
                 raise _not_found("queue", queue, "Channel.queue_declare")
         else:
             self._new_queue(queue, **kwargs)
-            self.broker.declare_queue(queue)
+            self.broker.declare_queue(queue, auto_delete=bool(kwargs.get("auto_delete")))
         return queue_declare_ok_t(queue, self._size(queue), 0)
 
     def queue_delete(self, queue: str, if_unused: bool = False, if_empty: bool = False,
@@ -181,6 +181,24 @@ class XRouteChannel:
         return found or ([default] if default else [])
 
     # ----------------------------------------------------------------- delivering
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        """Cancel a consumer; an auto-delete queue that this channel no longer consumes is
+        deleted (RabbitMQ deletes one when its last consumer goes; consumers on other
+        connections are not known here)."""
+        queue = self._tag_to_queue.get(consumer_tag)
+        result = super().basic_cancel(consumer_tag)  # type: ignore[misc]
+        if queue is not None and queue not in self._active_queues and self.broker.auto_delete(queue):
+            self.queue_delete(queue)
+        return result
+
+    def close(self) -> None:
+        """Close: cancel the consumers first (deleting auto-delete queues while the channel's
+        connections are still open), then kombu's close, which requeues unacked messages."""
+        if not self.closed:
+            for consumer_tag in list(self._consumers):
+                self.basic_cancel(consumer_tag)
+        super().close()  # type: ignore[misc]
 
     def basic_get(self, queue: str, no_ack: bool = False, **kwargs: Any) -> Any:
         """Get one message; it remembers ``queue`` (for a requeue)."""

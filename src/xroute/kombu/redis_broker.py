@@ -7,7 +7,8 @@ Keys (each under kombu's ``global_keyprefix``):
   queue-binding rows ``routing_key SEP pattern SEP queue``, written as kombu writes them, so a
   process without xroute still routes (its own way) and consumes;
 - ``_kombu.xroute.exchanges``: a hash, exchange name to its declaration (JSON);
-- ``_kombu.xroute.queues``: the set of declared queues;
+- ``_kombu.xroute.queues``: the set of declared queues (``_kombu.xroute.auto_delete``: those
+  declared auto-delete);
 - ``_kombu.xroute.bindings``: the set of bindings as RabbitMQ identifies them, JSON
   ``[source, "queue" or "exchange", destination, routing key, arguments]`` (typed text); two
   bindings that differ only in arguments share one kombu row, which stays while either does;
@@ -30,11 +31,12 @@ from kombu.transport.virtual import exchange as kombu_exchange
 from xroute.engines import DEFAULT_ENGINE
 from xroute.kombu.broker import Broker
 from xroute.kombu.table import decode_arguments, decode_table, encode_arguments, encode_table
-from xroute.model import Binding, Exchange
+from xroute.model import Binding, Exchange, Queue
 from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 EXCHANGES = "_kombu.xroute.exchanges"
 QUEUES = "_kombu.xroute.queues"
+AUTO_DELETE = "_kombu.xroute.auto_delete"
 BINDINGS = "_kombu.xroute.bindings"
 VERSION = "_kombu.xroute.version"
 # kombu's topic rows carry its regex of the binding key, which kombu without xroute reads.
@@ -144,9 +146,10 @@ class RedisBroker(Broker):
             with client.pipeline(transaction=False) as pipe:
                 pipe.execute_command("HGETALL", self._raw(EXCHANGES))
                 pipe.smembers(QUEUES)
+                pipe.smembers(AUTO_DELETE)
                 pipe.smembers(BINDINGS)
                 pipe.get(self._raw(VERSION))
-                declared, queues, bindings, version = pipe.execute()
+                declared, queues, auto_delete, bindings, version = pipe.execute()
             declared = {_text(k): json.loads(_text(v)) for k, v in _pairs(declared)}
             edges = [json.loads(_text(member)) for member in bindings]
             names = sorted((set(declared) | {e[0] for e in edges} | {extra}) - {DEFAULT_EXCHANGE})
@@ -163,7 +166,7 @@ class RedisBroker(Broker):
                 arguments=decode_table(info["arguments"]),
             )
         for queue in queues:
-            topology.declare_queue(_text(queue))
+            topology.declare_queue(_text(queue), auto_delete=queue in auto_delete)
 
         def exchange(name: str) -> bool:
             if name not in topology.exchanges:
@@ -247,14 +250,20 @@ class RedisBroker(Broker):
 
         self._commit(write)
 
-    def _saved_queue(self, name: str) -> None:
-        self._commit(lambda pipe: pipe.sadd(QUEUES, name))
+    def _saved_queue(self, queue: Queue) -> None:
+        def write(pipe: Any) -> None:
+            pipe.sadd(QUEUES, queue.name)
+            if queue.auto_delete:
+                pipe.sadd(AUTO_DELETE, queue.name)
+
+        self._commit(write)
 
     def _deleted_queue(self, name: str, bindings: list[Binding]) -> None:
         topology = self._state.topology if self._state is not None else None
 
         def write(pipe: Any) -> None:
             pipe.srem(QUEUES, name)
+            pipe.srem(AUTO_DELETE, name)
             for binding in bindings:
                 pipe.srem(BINDINGS, identity(binding))
                 if topology is not None and binding.source in topology.exchanges:
@@ -303,4 +312,4 @@ def _pairs(reply: Any) -> list:
     return list(zip(reply[::2], reply[1::2]))
 
 
-__all__ = ["BINDINGS", "EXCHANGES", "QUEUES", "VERSION", "RedisBroker", "identity"]
+__all__ = ["AUTO_DELETE", "BINDINGS", "EXCHANGES", "QUEUES", "VERSION", "RedisBroker", "identity"]
