@@ -11,11 +11,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 from kombu import Connection, Consumer, Exchange, Producer, Queue, binding
 
 from tests.strategies import keys, patterns
+import xroute.kombu
 from xroute import Topology
+from xroute.bench.redis import RedisUnavailable, redis_server
 
 QUEUES = 4
 # Values a headers test draws from. No integral float: Debian's RabbitMQ 3.10.8 lets a
@@ -171,14 +174,21 @@ def mismatch(case: Case, want: dict[int, list[int]], got: dict[int, list[int]]) 
     return "\n".join(lines)
 
 
-def delete_keys(redis_url: str, prefix: str) -> None:
-    """Remove every Redis key under ``prefix`` (a test's own: others share this Redis)."""
-    import redis
 
-    client = redis.Redis.from_url(redis_url)
+@pytest.fixture(scope="module")
+def redis_url():
+    """The Redis on 127.0.0.1:6379, else a private one (skips, saying why, if neither)."""
     try:
-        stale = list(client.scan_iter(match=f"{prefix}*"))
-        if stale:
-            client.delete(*stale)
-    finally:
-        client.close()
+        with redis_server() as url:
+            yield url
+    except RedisUnavailable as error:
+        print(f"no Redis: {error}")
+        pytest.skip(f"no Redis could be found or started: {error}")
+
+
+@pytest.fixture
+def installed():
+    """xroute.kombu installed for the test."""
+    xroute.kombu.install()
+    yield
+    xroute.kombu.uninstall()

@@ -14,7 +14,15 @@ from kombu import Connection, Exchange, Queue, binding
 from kombu.transport.virtual import exchange as kombu_exchange
 
 import xroute.kombu
-from tests.kombu_support import Case, expected, headers_cases, mismatch, through_kombu, topic_cases
+from tests.kombu_support import (  # noqa: F401 - installed is a fixture
+    Case,
+    expected,
+    headers_cases,
+    installed,
+    mismatch,
+    through_kombu,
+    topic_cases,
+)
 from xroute import InvalidArguments, InvalidRoutingKey, XRouteError
 
 CLASSIC = json.loads((Path(__file__).parent / "data" / "topic_cases.json").read_text())
@@ -25,13 +33,6 @@ EXAMPLES = settings(
     # the fixtures (install, a memory connection) are meant to serve every example
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-
-
-@pytest.fixture
-def installed():
-    xroute.kombu.install()
-    yield
-    xroute.kombu.uninstall()
 
 
 @pytest.fixture

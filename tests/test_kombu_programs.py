@@ -14,18 +14,8 @@ from kombu import Connection, Consumer, Exchange, Producer, Queue
 import xroute.kombu
 from tests import celery_support
 from tests.kombu_programs import differences, program, recorded, recorded_names, run
-from tests.kombu_support import delete_keys
-from xroute.bench.redis import RedisUnavailable, redis_server
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    try:
-        with redis_server() as url:
-            yield url
-    except RedisUnavailable as error:
-        print(f"no Redis: {error}")
-        pytest.skip(f"no Redis could be found or started: {error}")
+from tests.kombu_support import installed, redis_url  # noqa: F401 - fixtures
+from xroute.bench.kombu import delete_redis_keys
 
 
 @pytest.fixture
@@ -33,14 +23,7 @@ def prefix(redis_url):
     """Redis keys of this test's own (others share this Redis), removed after."""
     prefix = f"xr19-test-{uuid.uuid4().hex[:8]}:"
     yield prefix
-    delete_keys(redis_url, prefix)
-
-
-@pytest.fixture
-def installed():
-    xroute.kombu.install()
-    yield
-    xroute.kombu.uninstall()
+    delete_redis_keys(redis_url, prefix)
 
 
 def connect(transport: str, redis_url: str | None = None, prefix: str = ""):
@@ -120,7 +103,7 @@ def test_celery_topic_routing_on_redis(installed, redis_url):
         app = celery_support.make_app(redis_url, prefix, {"global_keyprefix": prefix})
         assert celery_support.send_and_collect(app, prefix) == celery_support.expected()
     finally:
-        delete_keys(redis_url, prefix)
+        delete_redis_keys(redis_url, prefix)
 
 
 def test_an_auto_delete_queue_goes_with_its_last_consumer(installed, redis_url, prefix):

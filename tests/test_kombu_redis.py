@@ -14,8 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from kombu import Connection, Exchange, Producer, Queue
 
 import xroute.kombu
-from tests.kombu_support import Case, delete_keys, expected, headers_cases, mismatch, through_kombu, topic_cases
-from xroute.bench.redis import RedisUnavailable, redis_server
+from tests.kombu_support import (  # noqa: F401 - redis_url and installed are fixtures
+    Case,
+    expected,
+    headers_cases,
+    installed,
+    mismatch,
+    redis_url,
+    through_kombu,
+    topic_cases,
+)
+from xroute.bench.kombu import delete_redis_keys
+from xroute.bench.redis import RedisUnavailable
 
 EXAMPLES = settings(
     max_examples=25,
@@ -23,16 +33,6 @@ EXAMPLES = settings(
     # install() and the Redis connection are meant to serve every example
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    try:
-        with redis_server() as url:
-            yield url
-    except RedisUnavailable as error:
-        print(f"no Redis: {error}")
-        pytest.skip(f"no Redis could be found or started: {error}")
 
 
 @pytest.fixture
@@ -47,14 +47,7 @@ def redis(redis_url, prefix):
     options = {"global_keyprefix": prefix, "polling_interval": 0.05}
     with Connection(redis_url, transport_options=options) as connection:
         yield connection
-    delete_keys(redis_url, prefix)
-
-
-@pytest.fixture
-def installed():
-    xroute.kombu.install()
-    yield
-    xroute.kombu.uninstall()
+    delete_redis_keys(redis_url, prefix)
 
 
 @EXAMPLES

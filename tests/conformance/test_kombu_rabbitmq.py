@@ -24,7 +24,7 @@ from tests.kombu_programs import (
     recorded_names,
     run,
 )
-from tests.kombu_support import delete_keys
+from xroute.bench.kombu import delete_redis_keys
 from xroute.bench.redis import RedisUnavailable, redis_server
 
 pytestmark = pytest.mark.conformance
@@ -47,7 +47,7 @@ def transports(broker_url):
                 "memory": lambda: Connection("memory://"),
                 "redis": lambda: Connection(redis_url, transport_options=options),
             }
-            delete_keys(redis_url, prefix)
+            delete_redis_keys(redis_url, prefix)
     except RedisUnavailable as error:
         print(f"no Redis: {error}")
         pytest.skip(f"no Redis could be found or started: {error}")
@@ -92,6 +92,6 @@ def test_celery_topic_routing_on_redis_matches_rabbitmq(transports, broker_url):
         prefix = celery_support.new_prefix()
         redis = celery_support.send_and_collect(celery_support.make_app(
             redis_url, prefix, {"global_keyprefix": prefix}), prefix)
-        delete_keys(redis_url, prefix)
+        delete_redis_keys(redis_url, prefix)
     assert redis == rabbitmq
     assert rabbitmq == celery_support.expected()

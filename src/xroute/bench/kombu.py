@@ -275,7 +275,7 @@ def run(
                         f"  wrong {entry['wrong_routes']}/{entry['checked']}"
                     )
     finally:
-        _clean_redis(redis_url, prefix)
+        delete_redis_keys(redis_url, prefix)
     results["ratios"] = ratios(results["runs"])
     results["meta"]["load_after"] = load_average()
     return results
@@ -292,7 +292,8 @@ def ratios(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _clean_redis(redis_url: str | None, prefix: str) -> None:
+def delete_redis_keys(redis_url: str | None, prefix: str) -> None:
+    """Remove every Redis key under ``prefix`` (a run's own: others share this Redis)."""
     if not redis_url:
         return
     import redis
@@ -306,4 +307,7 @@ def _clean_redis(redis_url: str | None, prefix: str) -> None:
         client.close()
 
 
-__all__ = ["CheckFailed", "DEFAULT_SIZES", "MACHINE_NOTE", "Settings", "amqp_keys", "ratios", "run"]
+__all__ = [
+    "CheckFailed", "DEFAULT_SIZES", "MACHINE_NOTE", "Settings", "amqp_keys", "delete_redis_keys",
+    "ratios", "run",
+]
