@@ -140,9 +140,9 @@ class _Run:
             else:
                 got: list = []
                 channel.basic_qos(0, 1, False)
-                consumer = Consumer(channel, queues=[Queue(queue, channel=channel, no_declare=True)],
-                                    callbacks=[lambda body, message: got.append(message)],
-                                    accept=["json"], no_ack=False)
+                bound = Queue(queue, channel=channel, no_declare=True)
+                consumer = Consumer(channel, queues=[bound], accept=["json"], no_ack=False,
+                                    callbacks=[lambda body, message: got.append(message)])
                 consumer.consume()
                 for _ in range(50 if waiting else 0):
                     if got:

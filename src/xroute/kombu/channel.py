@@ -188,7 +188,8 @@ class XRouteChannel:
         connections are not known here)."""
         queue = self._tag_to_queue.get(consumer_tag)
         result = super().basic_cancel(consumer_tag)  # type: ignore[misc]
-        if queue is not None and queue not in self._active_queues and self.broker.auto_delete(queue):
+        unused = queue is not None and queue not in self._active_queues
+        if unused and self.broker.auto_delete(queue):
             self.queue_delete(queue)
         return result
 

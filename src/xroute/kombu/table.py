@@ -106,16 +106,18 @@ def decode_table(text: Any) -> dict[str, Any]:
         text = bytes(text).decode("utf-8", "replace")
     if not isinstance(text, str) or not text.startswith(ARGUMENTS_PREFIX):
         raise InvalidArguments(
-            f"headers binding row holds {text!r:.60} where xroute's encoded arguments were "
-            f"expected (text beginning {ARGUMENTS_PREFIX!r}); was it bound without "
-            "xroute.kombu installed?",
+            f"found {text!r:.60} where xroute's encoded arguments (a headers binding row's, an "
+            f"exchange's) were expected (text beginning {ARGUMENTS_PREFIX!r}); was it written "
+            "without xroute.kombu installed?",
             text,
         )
     try:
         body = json.loads(text[len(ARGUMENTS_PREFIX):])
         return {name: _untagged(value) for name, value in body}
     except (ValueError, TypeError, IndexError) as error:
-        raise InvalidArguments(f"cannot decode headers binding row {text!r:.60}: {error}", text) from None
+        raise InvalidArguments(
+            f"cannot decode xroute's encoded arguments {text!r:.60}: {error}", text
+        ) from None
 
 
 def encode_arguments(arguments: Mapping[str, Any] | None) -> str:
