@@ -69,10 +69,13 @@ class NotAVirtualTransport(XRouteError, TypeError):
 
 
 def install() -> None:
-    """Make every kombu virtual channel opened from now on route with xroute.
+    """Make every kombu virtual channel opened from now on route with xroute: the aliases
+    ``memory``, ``redis`` and ``rediss`` resolve to xroute's transports (RabbitMQ's broker
+    state), other virtual channels get xroute's exchange types.
 
-    Channels already open keep the types they were made with, and so does a transport that
-    brings its own table (``pgmq``). Installing twice is installing once.
+    A connection keeps the transport it resolved when it first connected; channels already
+    open keep their types, and so does a transport that brings its own table (``pgmq``).
+    Installing twice is installing once.
     """
     global _kombu_exchange_types
     if _kombu_exchange_types is None:
