@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from celery import Celery
-from kombu import Exchange, Queue
+from kombu import Exchange, Queue, binding
 
 from xroute import Topology
 
@@ -37,7 +37,7 @@ def make_app(broker_url: str, prefix: str, transport_options: dict | None = None
     app.conf.update(
         task_queues=[
             Queue(f"{prefix}{name}", durable=False,
-                  bindings=[_binding(exchange, p) for p in patterns])
+                  bindings=[binding(exchange, routing_key=p) for p in patterns])
             for name, patterns in queues.items()
         ],
         task_default_queue=f"{prefix}audit",
@@ -52,12 +52,6 @@ def make_app(broker_url: str, prefix: str, transport_options: dict | None = None
         return key
 
     return app
-
-
-def _binding(exchange: Exchange, pattern: str) -> Any:
-    from kombu import binding
-
-    return binding(exchange, routing_key=pattern)
 
 
 def send_and_collect(app: Celery, prefix: str) -> dict[str, Counter]:

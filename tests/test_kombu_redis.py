@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 import warnings
 
@@ -234,3 +235,37 @@ def test_transport_class_gives_memory_and_redis_xroutes_channels():
     assert not issubclass(other.Channel, xroute.kombu.XRouteChannel)
     assert isinstance(other.Channel.exchange_types["headers"], type)
     assert not issubclass(memory.Transport.Channel, xroute.kombu.XRouteChannel)
+
+
+@pytest.mark.parametrize("restorer_has_xroute", [True, False])
+def test_a_crashed_consumers_message_returns_to_its_own_queue(
+    installed, redis_url, prefix, restorer_has_xroute
+):
+    """A consumer that dies without closing (an acks_late Celery worker killed): after the
+    visibility timeout, whoever restores (with xroute or without) puts its message back in
+    the queue it came from, once; the other queue's copy is untouched."""
+    options = {"global_keyprefix": prefix, "polling_interval": 0.05, "visibility_timeout": 1}
+    with Connection(redis_url, transport_options=options) as crashed:
+        channel = crashed.channel()
+        exchange = Exchange("x", type="direct", durable=False, channel=channel)
+        exchange.declare()
+        for name in ("by-key", "by-cc"):
+            Queue(name, exchange, routing_key=name, durable=False, channel=channel).declare()
+        Producer(channel).publish({"n": 1}, exchange="x", routing_key="by-key",
+                                  headers={"CC": ["by-cc"]})
+        taken = Queue("by-cc", channel=channel).get(no_ack=False)
+        assert taken.payload == {"n": 1}
+        channel.qos._delivered.clear()  # the process dies: nothing is requeued on close
+        channel.qos._delivered.restored = True
+    time.sleep(1.2)
+    if not restorer_has_xroute:
+        xroute.kombu.uninstall()
+    with Connection(redis_url, transport_options=options) as restorer:
+        channel = restorer.channel()
+        assert isinstance(channel, xroute.kombu.XRouteChannel) == restorer_has_xroute
+        channel.qos.restore_visible(num=10, interval=1)
+        got = {name: [] for name in ("by-key", "by-cc")}
+        for name, messages in got.items():
+            while (message := Queue(name, channel=channel).get(no_ack=True)) is not None:
+                messages.append((message.payload, bool(message.delivery_info.get("redelivered"))))
+    assert got == {"by-key": [({"n": 1}, False)], "by-cc": [({"n": 1}, True)]}

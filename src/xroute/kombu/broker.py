@@ -25,7 +25,7 @@ from xroute.errors import (
     UnknownQueue,
 )
 from xroute.model import Binding, Destination, DestinationType, Exchange, Queue
-from xroute.topology import DEFAULT_EXCHANGE, Topology
+from xroute.topology import Topology
 
 # The only headers that route a message on an exchange that is not a headers exchange.
 SENDER_SELECTED = ("CC", "BCC")
@@ -230,4 +230,4 @@ class MemoryBroker(Broker):
         return self.topology
 
 
-__all__ = ["DEFAULT_EXCHANGE", "Broker", "MemoryBroker"]
+__all__ = ["Broker", "MemoryBroker"]

@@ -32,7 +32,7 @@ from xroute.engines import DEFAULT_ENGINE
 from xroute.kombu.broker import Broker
 from xroute.kombu.table import decode_arguments, decode_table, encode_arguments, encode_table
 from xroute.model import Binding, Exchange, Queue
-from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
+from xroute.topology import DEFAULT_EXCHANGE, Topology
 
 EXCHANGES = "_kombu.xroute.exchanges"
 QUEUES = "_kombu.xroute.queues"
