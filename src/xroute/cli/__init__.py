@@ -54,4 +54,5 @@ from xroute.cli import (  # noqa: F401
     pipeline,
     route,
     stream,
+    traces,
 )

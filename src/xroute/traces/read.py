@@ -1,0 +1,93 @@
+"""Read a trace, whatever its RabbitMQ format, as one Arrow table (`records.SCHEMA`).
+
+Formats (``format=`` or detected from the first bytes of the first file):
+- ``firehose``: `xroute capture`'s Parquet files, or JSON Lines with the same fields;
+- ``rabbitmq-tracing``: the tracing plugin's log files, ``json`` or ``text`` format.
+A folder is read file by file in name order (files whose names begin with ``_`` or ``.`` are
+skipped); records are numbered in that order unless they carry their own ``seq``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from xroute.errors import TraceFormatError
+from xroute.storage import Location, locate
+from xroute.traces.records import SCHEMA, to_table
+from xroute.traces.tracing_log import read_json_lines, read_text
+
+FORMATS = ("firehose", "rabbitmq-tracing")
+
+
+def trace_files(source: str) -> list[Location]:
+    """The files of a trace: ``source`` itself, or the files under a folder, in name order."""
+    where = locate(source)
+    if not where.exists():
+        raise TraceFormatError(f"no trace at {source!r}")
+    if not where.is_dir():
+        return [where]
+    return [
+        Location(where.filesystem, path, where.uri.rstrip("/") + "/" + posixpath.relpath(path, where.path))
+        for path in where.files()
+        if not posixpath.basename(path).startswith(("_", "."))
+    ]
+
+
+def detect(data: bytes) -> str:
+    """``parquet``, ``firehose-json``, ``tracing-json`` or ``tracing-text``, from a file's start."""
+    if data[:4] == b"PAR1":
+        return "parquet"
+    head = data.lstrip()[:1]
+    if head == b"{":
+        first = json.loads(data.lstrip().split(b"\n", 1)[0])
+        return "firehose-json" if "record_type" in first else "tracing-json"
+    if data.startswith(b"\n" + b"=" * 80) or data.startswith(b"=" * 80):
+        return "tracing-text"
+    raise TraceFormatError("not a trace: neither Parquet, JSON Lines nor a tracing-plugin text log")
+
+
+def read_file(location: Location, format: str | None = None, first_seq: int = 0) -> pa.Table:
+    """One trace file as a table of `SCHEMA`: a capture's records keep their own ``seq``; a
+    tracing-plugin log's are numbered from ``first_seq`` in file order."""
+    data = location.read_bytes()
+    if not data.strip():
+        return SCHEMA.empty_table()
+    try:
+        kind = detect(data)
+        if format == "firehose" and kind.startswith("tracing"):
+            raise TraceFormatError("a tracing-plugin log, read with --format firehose")
+        if format == "rabbitmq-tracing" and not kind.startswith("tracing"):
+            raise TraceFormatError("not a tracing-plugin log, read with --format rabbitmq-tracing")
+        if kind == "parquet":
+            table = pq.read_table(io.BytesIO(data))
+            missing = [f.name for f in SCHEMA if f.name not in table.column_names]
+            if missing:
+                raise TraceFormatError(f"a Parquet file without the trace columns {missing}")
+            return table.select(SCHEMA.names).cast(SCHEMA)
+        if kind == "firehose-json":
+            rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+            return pa.Table.from_pylist(rows, schema=SCHEMA)
+        if kind == "tracing-json":
+            return to_table(list(read_json_lines(data.decode("utf-8").splitlines(), location.uri)), first_seq)
+        text = data.decode("utf-8", "surrogateescape")  # payloads are bytes as they came
+        return to_table(list(read_text(text, location.uri)), first_seq)
+    except TraceFormatError as error:
+        raise TraceFormatError(f"{location.uri}: {error}") from None
+    except (ValueError, pa.ArrowException) as error:
+        raise TraceFormatError(f"{location.uri}: not a readable trace ({error})") from None
+
+
+def read_traces(source: str, format: str | None = None) -> pa.Table:
+    """Every record of the trace at ``source`` (a file or a folder) as one table; records from
+    files without their own order are numbered after the ones before them."""
+    if format is not None and format not in FORMATS:
+        raise TraceFormatError(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
+    tables = []
+    for location in trace_files(source):
+        tables.append(read_file(location, format, sum(t.num_rows for t in tables)))
+    return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
