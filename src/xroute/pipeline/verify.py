@@ -124,15 +124,14 @@ def load_history(options: VerifyOptions) -> tuple[Mapping[str, Any], TopologyHis
 
 def _events_of(source: str, format: str | None) -> pa.Table:
     tables = []
-    for location in trace_files(source):
-        data_start = location.read_bytes()[:4] if not location.local else open(location.path, "rb").read(4)
-        if data_start == b"PAR1":  # a capture: read only its event rows
+    for location, name in trace_files(source):
+        if location.path.endswith(".parquet"):  # a capture: read only its event rows
             table = pq.read_table(
-                BytesIO(location.read_bytes()), filters=[("record_type", "=", EVENT)]
+                location.path, filesystem=location.filesystem, filters=[("record_type", "=", EVENT)]
             )
             tables.append(table.select(["seq", "routing_key", "headers", "traced_at"]))
         else:
-            table = read_file(location, format)
+            table = read_file(location, format, name=name)
             mask = pa.compute.equal(table.column("record_type"), EVENT)
             tables.append(table.filter(mask).select(["seq", "routing_key", "headers", "traced_at"]))
     return pa.concat_tables(tables) if tables else read_traces(source).slice(0, 0)
@@ -147,8 +146,8 @@ def _task(against: Any, folder: str, format: str | None, samples: int) -> Any:
         found: list[dict[str, Any]] = []
         try:
             for batch in batches:
-                for uri, index in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-                    table = read_file(locate(uri), format, index * FILE_SEQ_STRIDE)
+                for uri, name, index in zip(*(c.to_pylist() for c in batch.columns)):
+                    table = read_file(locate(uri), format, index * FILE_SEQ_STRIDE, name)
                     counts["record"].update(table.column("record_type").to_pylist())
                     verdicts = verify_batch(table, against)
                     for row in verdicts.to_pylist():
@@ -186,7 +185,8 @@ def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
     try:
         commit.begin()
         frame = spark.createDataFrame(
-            [(f.uri, i) for i, f in enumerate(files)], "uri string, file_index long"
+            [(f.uri, name, i) for i, (f, name) in enumerate(files)],
+            "uri string, name string, file_index long",
         )
         frame = frame.repartition(max(1, min(len(files), 64)))
         rows = frame.mapInArrow(

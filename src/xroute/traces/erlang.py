@@ -1,7 +1,7 @@
 """Erlang term text, as RabbitMQ prints it with ``~p``/``~tp``: the tracing plugin's ``text``
 log format (routing keys, properties) and the event exchange's binding arguments
 (``{<<"x-match">>,longstr,<<"all">>}``). Only the term kinds those printers produce are read:
-lists, tuples, binaries, atoms, integers, floats and strings."""
+lists, tuples, binaries, atoms, integers, floats and strings (lists of character codes)."""
 
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ class _Reader:
         kind, value = self.next()
         if kind == "open":
             return {"[": self._list, "{": self._tuple, "<<": self._binary}[value]()
-        if kind == "string":
-            return _unescape(value[1:-1])
+        if kind == "string":  # an Erlang string is a list of character codes
+            return [ord(c) for c in _unescape(value[1:-1])]
         if kind == "quoted":
             return Atom(_unescape(value[1:-1]))
         if kind == "atom":
@@ -140,19 +140,17 @@ class _Reader:
 
     def _binary(self) -> bytes:
         # <<"text">>, <<"te" "xt">> (a long binary split by the pretty printer), <<"é"/utf8>>,
-        # or <<104,105>> (bytes that are not printable text).
+        # or <<104,105>> (bytes that are not printable text). The text is read as Latin-1, one
+        # character a byte (`parse_term`), so a binary's characters are its bytes either way.
         out = bytearray()
         while True:
             kind, value = self.next()
             if (kind, value) == ("close", ">>"):
                 return bytes(out)
             if kind == "string":
-                text = _unescape(value[1:-1])
+                out += _unescape(value[1:-1]).encode("latin-1", "replace")
                 if self.peek()[0] == "slash":
                     self.next()
-                    out += text.encode("utf-8")
-                else:
-                    out += text.encode("latin-1")
             elif kind == "integer":
                 out.append(int(value) & 0xFF)
             elif kind != "comma":
@@ -161,7 +159,11 @@ class _Reader:
 
 def parse_term(text: str) -> Any:
     """The Python value of one Erlang term printed as text (a trailing ``.`` is allowed):
-    lists are `list`, tuples `tuple`, binaries `bytes`, atoms `Atom`, strings `str`."""
+    lists (strings too: lists of character codes) are `list`, tuples `tuple`, binaries
+    `bytes`, atoms `Atom`.
+
+    Give text decoded as Latin-1 (one character a byte), as RabbitMQ writes a binary's UTF-8
+    bytes as they are: a binary then holds exactly the bytes between its quotes."""
     reader = _Reader(text)
     value = reader.term()
     if reader.at != len(reader.tokens):

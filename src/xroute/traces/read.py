@@ -24,18 +24,22 @@ from xroute.traces.tracing_log import read_json_lines, read_text
 FORMATS = ("firehose", "rabbitmq-tracing")
 
 
-def trace_files(source: str) -> list[Location]:
-    """The files of a trace: ``source`` itself, or the files under a folder, in name order."""
+def trace_files(source: str) -> list[tuple[Location, str]]:
+    """The files of a trace, each with its name as the user would type it: ``source`` itself,
+    or the files under a folder, in name order."""
     where = locate(source)
     if not where.exists():
         raise TraceFormatError(f"no trace at {source!r}")
     if not where.is_dir():
-        return [where]
-    return [
-        Location(where.filesystem, path, where.uri.rstrip("/") + "/" + posixpath.relpath(path, where.path))
-        for path in where.files()
-        if not posixpath.basename(path).startswith(("_", "."))
-    ]
+        return [(where, source)]
+    files = []
+    for path in where.files():
+        if posixpath.basename(path).startswith(("_", ".")):
+            continue
+        relative = posixpath.relpath(path, where.path)
+        uri = where.uri.rstrip("/") + "/" + relative
+        files.append((Location(where.filesystem, path, uri), source.rstrip("/") + "/" + relative))
+    return files
 
 
 def detect(data: bytes) -> str:
@@ -51,9 +55,12 @@ def detect(data: bytes) -> str:
     raise TraceFormatError("not a trace: neither Parquet, JSON Lines nor a tracing-plugin text log")
 
 
-def read_file(location: Location, format: str | None = None, first_seq: int = 0) -> pa.Table:
+def read_file(
+    location: Location, format: str | None = None, first_seq: int = 0, name: str | None = None
+) -> pa.Table:
     """One trace file as a table of `SCHEMA`: a capture's records keep their own ``seq``; a
     tracing-plugin log's are numbered from ``first_seq`` in file order."""
+    name = name or location.uri
     data = location.read_bytes()
     if not data.strip():
         return SCHEMA.empty_table()
@@ -73,13 +80,14 @@ def read_file(location: Location, format: str | None = None, first_seq: int = 0)
             rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
             return pa.Table.from_pylist(rows, schema=SCHEMA)
         if kind == "tracing-json":
-            return to_table(list(read_json_lines(data.decode("utf-8").splitlines(), location.uri)), first_seq)
-        text = data.decode("utf-8", "surrogateescape")  # payloads are bytes as they came
-        return to_table(list(read_text(text, location.uri)), first_seq)
+            return to_table(list(read_json_lines(data.decode("utf-8").splitlines(), name)), first_seq)
+        text = data.decode("latin-1")  # one character a byte: see tracing_log.read_text
+        return to_table(list(read_text(text, name)), first_seq)
     except TraceFormatError as error:
-        raise TraceFormatError(f"{location.uri}: {error}") from None
+        message = str(error)
+        raise TraceFormatError(message if message.startswith(name) else f"{name}: {message}") from None
     except (ValueError, pa.ArrowException) as error:
-        raise TraceFormatError(f"{location.uri}: not a readable trace ({error})") from None
+        raise TraceFormatError(f"{name}: not a readable trace ({error})") from None
 
 
 def read_traces(source: str, format: str | None = None) -> pa.Table:
@@ -88,6 +96,6 @@ def read_traces(source: str, format: str | None = None) -> pa.Table:
     if format is not None and format not in FORMATS:
         raise TraceFormatError(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
     tables = []
-    for location in trace_files(source):
-        tables.append(read_file(location, format, sum(t.num_rows for t in tables)))
+    for location, name in trace_files(source):
+        tables.append(read_file(location, format, sum(t.num_rows for t in tables), name))
     return pa.concat_tables(tables) if tables else SCHEMA.empty_table()

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -44,11 +45,14 @@ def read_json_lines(lines: Iterable[str], where: str = "tracing log") -> Iterato
                 f"{where}, line {number}: not a tracing-plugin JSON record ({error})"
             ) from None
         routed = _none(item.get("routed_queues"))
+        properties = dict(item.get("properties") or {})
+        if isinstance(properties.get("headers"), dict):
+            properties["headers"] = _unwrapped(properties["headers"])
         yield TraceRecord(
             record_type=kind,
             exchange=item.get("exchange"),
             routing_keys=list(item.get("routing_keys") or []),
-            properties=dict(item.get("properties") or {}),
+            properties=properties,
             routed_queues=list(routed) if kind == PUBLISH and routed is not None else None,
             queue=_none(item.get("queue")) if kind == DELIVER else None,
             traced_at=utc(item.get("timestamp")),
@@ -61,8 +65,24 @@ def read_json_lines(lines: Iterable[str], where: str = "tracing log") -> Iterato
         )
 
 
+_NOT_UTF8 = "Not UTF-8, base64 is: "
+
+
+def _unwrapped(value: Any) -> Any:
+    """A header value as the management API printed it, with bytes that are not UTF-8 (which it
+    prints as ``"Not UTF-8, base64 is: ..."``) given back as bytes."""
+    if isinstance(value, str) and value.startswith(_NOT_UTF8):
+        return base64.b64decode(value[len(_NOT_UTF8):])
+    if isinstance(value, dict):
+        return {k: _unwrapped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrapped(v) for v in value]
+    return value
+
+
 def read_text(text: str, where: str = "tracing log") -> Iterator[TraceRecord]:
-    """The records of a tracing-plugin log in ``text`` format."""
+    """The records of a tracing-plugin log in ``text`` format, given as the file's bytes
+    decoded as Latin-1 (the plugin writes names, keys and payloads as their bytes)."""
     blocks = text.split(_SEPARATOR)
     if blocks and blocks[0].strip():
         raise TraceFormatError(f"{where}: does not begin with a tracing-plugin text record")
@@ -94,18 +114,25 @@ def _text_block(block: str) -> TraceRecord:
     if payload.endswith("\n"):
         payload = payload[:-1]
     routed = fields.get("Routed queues")
+    text = {name: _utf8(value) for name, value in fields.items()}
     return TraceRecord(
         record_type=kind,
-        exchange=fields["Exchange"],
-        routing_keys=[k.decode("utf-8") for k in parse_term(fields["Routing keys"])],
+        exchange=text["Exchange"],
+        routing_keys=[_utf8(k) for k in parse_term(fields["Routing keys"])],
         properties=typed_table(parse_term(fields["Properties"])),
-        routed_queues=[q.decode("utf-8") for q in parse_term(routed)] if routed else None,
-        queue=fields.get("Queue"),
+        routed_queues=[_utf8(q) for q in parse_term(routed)] if routed else None,
+        queue=text.get("Queue"),
         traced_at=utc(head.group("time")),
-        vhost=fields.get("Virtual host"),
-        node=fields.get("Node"),
-        connection=fields.get("Connection"),
+        vhost=text.get("Virtual host"),
+        node=text.get("Node"),
+        connection=text.get("Connection"),
         channel=int(fields["Channel"]) if "Channel" in fields else None,
-        user=fields.get("User"),
-        payload=payload.encode("utf-8", "surrogateescape"),
+        user=text.get("User"),
+        payload=payload.encode("latin-1"),
     )
+
+
+def _utf8(value: str | bytes) -> str:
+    """A name or key as the plugin wrote it (UTF-8 bytes, read as Latin-1), as text."""
+    data = value if isinstance(value, bytes) else value.encode("latin-1")
+    return data.decode("utf-8", "surrogateescape")

@@ -82,13 +82,8 @@ def verify_message(
     routed_queues: list[str] | None,
 ) -> Verdict:
     """Route one traced message with ``topology`` and compare with the broker's queues."""
-    visited: list[tuple[Exchange, list[Binding]]] = []
-
-    def observe(at: Exchange, matched: list[Binding], via: str) -> None:
-        visited.append((at, matched))
-
     try:
-        queues = topology.route_message(exchange, routing_key, headers, observe)
+        queues = topology.route(exchange, routing_key, headers)
     except UnknownExchange as error:
         return Verdict(MISSING_EXCHANGE, reason=str(error))
     except UnknownExchangeType as error:
@@ -98,10 +93,15 @@ def verify_message(
             return Verdict(UNSUPPORTED_EXCHANGE, reason=str(error))
         return Verdict(INVALID, reason=f"{type(error).__name__}: {error}")
     broker = set(routed_queues or ())
+    if queues == broker:
+        return Verdict(AGREE, queues)
+    # Only a disagreement pays for the walk that says which bindings took part.
+    visited: list[tuple[Exchange, list[Binding]]] = []
+    topology.route_message(
+        exchange, routing_key, headers, lambda at, matched, via: visited.append((at, matched))
+    )
     missing = sorted(broker - queues)
     extra = sorted(queues - broker)
-    if not missing and not extra:
-        return Verdict(AGREE, queues)
     suspects: list[str] = []
     for queue in extra:  # the bindings that took the message there
         suspects += [
@@ -135,11 +135,15 @@ def verify_batch(batch: pa.RecordBatch | pa.Table, against: Topology | TopologyH
             row["version"] = history.version_at(row["seq"], row["traced_at"])
         rows.sort(key=lambda r: r["version"])  # each version is built once per batch
     out = []
+    parsed: dict[str, Any] = {}  # the same headers text recurs: parse it once
     for row in rows:
         version = row.get("version")
         topology = history.topology(version) if history is not None else against
+        text = row["headers"]
         try:
-            headers = json.loads(row["headers"]) if row["headers"] else None
+            if text and text not in parsed:
+                parsed[text] = json.loads(text)
+            headers = parsed[text] if text else None
         except ValueError as error:
             verdict = Verdict(INVALID, reason=f"headers are not valid JSON: {error}")
         else:
