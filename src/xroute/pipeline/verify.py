@@ -26,16 +26,24 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.definitions import read_definitions
+from xroute.definitions import load_definitions, read_definitions
 from xroute.errors import PipelineFailed, TraceFormatError
 from xroute.pipeline.commit import Commit
-from xroute.pipeline.worker import PartWriter, part_name
+from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.worker import PartWriter, fingerprint, part_name, router_for
 from xroute.storage import locate
 from xroute.tools.explain import explain
 from xroute.traces.history import TopologyEvent, TopologyHistory
 from xroute.traces.read import read_file, read_traces, trace_files
 from xroute.traces.records import DELIVER, EVENT, PUBLISH
-from xroute.traces.verify import AGREE, DISAGREE, STATUSES, VERDICT_SCHEMA, verify_batch
+from xroute.traces.verify import (
+    AGREE,
+    DISAGREE,
+    NEEDED,
+    STATUSES,
+    VERDICT_SCHEMA,
+    verify_batch,
+)
 
 MESSAGES = "messages"
 SAMPLES = 5  # disagreeing messages explained exchange by exchange
@@ -137,19 +145,32 @@ def _events_of(source: str, format: str | None) -> pa.Table:
     return pa.concat_tables(tables) if tables else read_traces(source).slice(0, 0)
 
 
+@dataclass(frozen=True)
+class _Held:
+    """Definitions handed to `router_for` as a broadcast would be (its ``value``)."""
+
+    value: Mapping[str, Any]
+
+
 def _task(against: Any, folder: str, format: str | None, samples: int) -> Any:
-    """The function each Spark task runs on its rows of (uri, file_index)."""
+    """The function each Spark task runs on its rows of (uri, name, file_index); ``against``
+    is a `TopologyHistory`, or the definitions of one topology (a router is built once per
+    Python worker, as the pipeline's)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if isinstance(against, TopologyHistory):
+            verifier: Any = against
+        else:
+            verifier = router_for(fingerprint(against, None, PIPELINE_ENGINE), _Held(against), None, PIPELINE_ENGINE)
         writer = PartWriter(locate(folder), part_name())
         counts: dict[str, Counter] = {k: Counter() for k in ("status", "record", "missing", "extra", "suspect")}
         found: list[dict[str, Any]] = []
         try:
             for batch in batches:
                 for uri, name, index in zip(*(c.to_pylist() for c in batch.columns)):
-                    table = read_file(locate(uri), format, index * FILE_SEQ_STRIDE, name)
+                    table = read_file(locate(uri), format, index * FILE_SEQ_STRIDE, name, NEEDED)
                     counts["record"].update(table.column("record_type").to_pylist())
-                    verdicts = verify_batch(table, against)
+                    verdicts = verify_batch(table, verifier)
                     for row in verdicts.to_pylist():
                         counts["status"][row["status"]] += 1
                         counts["missing"].update(row["missing"])
@@ -176,12 +197,7 @@ def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
     files = trace_files(options.traces)
     if not files:
         raise TraceFormatError(f"no trace files in {options.traces!r}")
-    if history is not None:
-        against: Any = history
-    else:
-        from xroute.definitions import load_definitions
-
-        against = load_definitions(base)
+    against: Any = history if history is not None else base
     try:
         commit.begin()
         frame = spark.createDataFrame(
@@ -229,9 +245,10 @@ def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
 
 def _explained(sample: dict[str, Any], against: Any) -> dict[str, Any]:
     """A disagreeing message with its path through the topology that verified it."""
-    topology = against
     if isinstance(against, TopologyHistory):
         topology = against.topology(sample["topology_version"])
+    else:
+        topology = load_definitions(against)
     headers = json.loads(sample["headers"]) if sample["headers"] else None
     try:
         path = explain(topology, sample["exchange"] or "", sample["routing_key"] or "", headers).to_dict()

@@ -56,11 +56,22 @@ def detect(data: bytes) -> str:
 
 
 def read_file(
-    location: Location, format: str | None = None, first_seq: int = 0, name: str | None = None
+    location: Location,
+    format: str | None = None,
+    first_seq: int = 0,
+    name: str | None = None,
+    columns: list[str] | None = None,
 ) -> pa.Table:
-    """One trace file as a table of `SCHEMA`: a capture's records keep their own ``seq``; a
-    tracing-plugin log's are numbered from ``first_seq`` in file order."""
-    name = name or location.uri
+    """One trace file as a table of `SCHEMA` (only ``columns``, when given): a capture's
+    records keep their own ``seq``; a tracing-plugin log's are numbered from ``first_seq`` in
+    file order."""
+    table = _read_file(location, format, first_seq, name or location.uri, columns)
+    return table if columns is None else table.select(columns)
+
+
+def _read_file(
+    location: Location, format: str | None, first_seq: int, name: str, columns: list[str] | None
+) -> pa.Table:
     data = location.read_bytes()
     if not data.strip():
         return SCHEMA.empty_table()
@@ -71,11 +82,13 @@ def read_file(
         if format == "rabbitmq-tracing" and not kind.startswith("tracing"):
             raise TraceFormatError("not a tracing-plugin log, read with --format rabbitmq-tracing")
         if kind == "parquet":
-            table = pq.read_table(io.BytesIO(data))
-            missing = [f.name for f in SCHEMA if f.name not in table.column_names]
+            wanted = columns or SCHEMA.names
+            file = pq.ParquetFile(io.BytesIO(data))
+            missing = [c for c in wanted if c not in file.schema_arrow.names]
             if missing:
                 raise TraceFormatError(f"a Parquet file without the trace columns {missing}")
-            return table.select(SCHEMA.names).cast(SCHEMA)
+            schema = pa.schema([SCHEMA.field(c) for c in wanted])
+            return file.read(columns=wanted).cast(schema)
         if kind == "firehose-json":
             rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
             return pa.Table.from_pylist(rows, schema=SCHEMA)

@@ -21,10 +21,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from xroute.batch import BatchRouter
 from xroute.errors import UnknownExchange, UnknownExchangeType, XRouteError
 from xroute.model import Binding
+from xroute.pipeline.transform import route_records
 from xroute.topology import Exchange, Topology
 from xroute.traces.history import TopologyHistory
 from xroute.traces.records import PUBLISH
@@ -35,6 +39,9 @@ MISSING_EXCHANGE = "missing_exchange"
 UNSUPPORTED_EXCHANGE = "unsupported_exchange"
 INVALID = "invalid"
 STATUSES = (AGREE, DISAGREE, MISSING_EXCHANGE, UNSUPPORTED_EXCHANGE, INVALID)
+# The record columns a verdict needs (`xroute.traces.records.SCHEMA`).
+NEEDED = ["seq", "record_type", "message_id", "exchange", "routing_key", "headers",
+          "routed_queues", "traced_at"]
 
 VERDICT_SCHEMA = pa.schema(
     [
@@ -45,7 +52,7 @@ VERDICT_SCHEMA = pa.schema(
         pa.field("routing_key", pa.string()),
         pa.field("headers", pa.string()),
         pa.field("routed_queues", pa.list_(pa.string())),  # the broker's
-        pa.field("xroute_queues", pa.list_(pa.string())),
+        pa.field("xroute_queues", pa.list_(pa.string())),  # null: the broker's, as it agrees
         pa.field("missing", pa.list_(pa.string())),
         pa.field("extra", pa.list_(pa.string())),
         pa.field("suspects", pa.list_(pa.string())),  # the bindings each difference points at
@@ -120,36 +127,125 @@ def _keys(routing_key: str, headers: Mapping[str, Any] | None) -> list[str]:
     return [routing_key, *((headers or {}).get("CC") or [])]
 
 
-def verify_batch(batch: pa.RecordBatch | pa.Table, against: Topology | TopologyHistory) -> pa.Table:
+def verify_batch(
+    batch: pa.RecordBatch | pa.Table, against: Topology | BatchRouter | TopologyHistory
+) -> pa.Table:
     """The verdicts of a batch of trace records (`xroute.traces.records.SCHEMA`); rows that
-    are not publish records are left out (the caller counts them apart)."""
+    are not publish records are left out (the caller counts them apart).
+
+    Against one topology (give a `BatchRouter` to reuse one) the whole batch is routed at once
+    and only the messages that disagree are routed again one by one for their details; against
+    a `TopologyHistory`, each message is routed by its version's topology."""
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    table = table.filter(pc.equal(table.column("record_type"), PUBLISH))
+    if isinstance(against, TopologyHistory):
+        return _verify_rows(table, against)
+    router = against if isinstance(against, BatchRouter) else BatchRouter(against)
+    return _verify_routed(table, router)
+
+
+def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
+    """Route every record at once and compare each row's set of queues in numpy; only the rows
+    that differ are routed again, one by one, for their details."""
+    size = table.num_rows
+    keys = table.column("routing_key").combine_chunks().fill_null("")
+    exchanges = table.column("exchange").combine_chunks().fill_null("")
+    outcome = route_records(router, keys, exchanges, table.column("headers").combine_chunks())
+    broker = table.column("routed_queues").combine_chunks()
+    names = pa.array(router.queues, pa.string())
+    their_ids = pc.index_in(broker.flatten(), value_set=names).fill_null(-1)
+    their_ids = their_ids.to_numpy(zero_copy_only=False).astype(np.int64)
+    their_rows = pc.list_parent_indices(broker).to_numpy(zero_copy_only=False).astype(np.int64)
+    differing = _rows_differing(
+        size, outcome.delivery_rows.astype(np.int64), outcome.queue_ids.astype(np.int64),
+        their_rows, their_ids, len(names) + 1,
+    )
+    differing[list(outcome.errors)] = True
+    rows = np.flatnonzero(differing)
+    status = np.full(size, AGREE, dtype=object)
+    ours: list[list[str] | None] = [None] * size
+    missing: list[list[str] | None] = [None] * size
+    extra: list[list[str] | None] = [None] * size
+    suspects: list[list[str] | None] = [None] * size
+    reasons: list[str | None] = [None] * size
+    if len(rows):
+        detail = table.select(["exchange", "routing_key", "headers", "routed_queues"]).take(rows)
+        parsed: dict[str, Any] = {}
+        for i, record in zip(rows.tolist(), detail.to_pylist()):
+            verdict = _one(router.topology, record["exchange"], record["routing_key"],
+                           record["headers"], record["routed_queues"], parsed)
+            status[i], ours[i], reasons[i] = verdict.status, sorted(verdict.xroute_queues), verdict.reason
+            missing[i], extra[i], suspects[i] = verdict.missing, verdict.extra, verdict.suspects
+    strings = pa.list_(pa.string())
+    return pa.table(
+        {
+            "seq": table.column("seq"),
+            "message_id": table.column("message_id"),
+            "status": pa.array(status, pa.string()),
+            "exchange": table.column("exchange"),
+            "routing_key": table.column("routing_key"),
+            "headers": table.column("headers"),
+            "routed_queues": broker,
+            "xroute_queues": pa.array(ours, strings),
+            "missing": pa.array(missing, strings),
+            "extra": pa.array(extra, strings),
+            "suspects": pa.array(suspects, strings),
+            "topology_version": pa.nulls(size, pa.int64()),
+            "reason": pa.array(reasons, pa.string()),
+        },
+        schema=VERDICT_SCHEMA,
+    )
+
+
+def _rows_differing(
+    size: int, our_rows: np.ndarray, our_ids: np.ndarray, their_rows: np.ndarray,
+    their_ids: np.ndarray, stride: int,
+) -> np.ndarray:
+    """Rows whose sets of queue ids differ (an id of -1, a queue the topology lacks, always
+    differs). Each side holds a row's queues once, so equal sets are equal sorted runs."""
+    ours = np.sort(our_rows * stride + our_ids)
+    theirs = np.sort(their_rows * stride + their_ids)
+    our_counts = np.bincount(our_rows, minlength=size)
+    their_counts = np.bincount(their_rows, minlength=size)
+    differing = our_counts != their_counts
+    differing[their_rows[their_ids < 0]] = True
+    same_size = ~differing
+    # Rows with as many queues on both sides line up run by run: compare them element-wise.
+    ours_aligned = ours[np.repeat(same_size, our_counts)]
+    theirs_aligned = theirs[np.repeat(same_size, their_counts)]
+    mismatch = ours_aligned != theirs_aligned
+    differing[ours_aligned[mismatch] // stride] = True
+    return differing
+
+
+def _one(
+    topology: Topology, exchange: str | None, routing_key: str | None, text: str | None,
+    routed_queues: list[str] | None, parsed: dict[str, Any],
+) -> Verdict:
+    """One record's verdict, its headers JSON parsed once per distinct text."""
+    try:
+        if text and text not in parsed:
+            parsed[text] = json.loads(text)
+        headers = parsed[text] if text else None
+    except ValueError as error:
+        return Verdict(INVALID, reason=f"headers are not valid JSON: {error}")
+    return verify_message(topology, exchange or "", routing_key or "", headers, routed_queues)
+
+
+def _verify_rows(table: pa.Table, history: TopologyHistory) -> pa.Table:
+    """Each record routed by its version's topology, versions in order (each built once)."""
     rows = table.select(
-        ["seq", "record_type", "message_id", "exchange", "routing_key", "headers",
-         "routed_queues", "traced_at"]
+        ["seq", "message_id", "exchange", "routing_key", "headers", "routed_queues", "traced_at"]
     ).to_pylist()
-    rows = [r for r in rows if r["record_type"] == PUBLISH]
-    history = against if isinstance(against, TopologyHistory) else None
-    if history is not None:
-        for row in rows:
-            row["version"] = history.version_at(row["seq"], row["traced_at"])
-        rows.sort(key=lambda r: r["version"])  # each version is built once per batch
-    out = []
-    parsed: dict[str, Any] = {}  # the same headers text recurs: parse it once
     for row in rows:
-        version = row.get("version")
-        topology = history.topology(version) if history is not None else against
-        text = row["headers"]
-        try:
-            if text and text not in parsed:
-                parsed[text] = json.loads(text)
-            headers = parsed[text] if text else None
-        except ValueError as error:
-            verdict = Verdict(INVALID, reason=f"headers are not valid JSON: {error}")
-        else:
-            verdict = verify_message(
-                topology, row["exchange"] or "", row["routing_key"] or "", headers, row["routed_queues"]
-            )
+        row["version"] = history.version_at(row["seq"], row["traced_at"])
+    rows.sort(key=lambda r: r["version"])
+    out = []
+    parsed: dict[str, Any] = {}
+    for row in rows:
+        version = row["version"]
+        verdict = _one(history.topology(version), row["exchange"], row["routing_key"],
+                       row["headers"], row["routed_queues"], parsed)
         out.append(
             {
                 "seq": row["seq"],
