@@ -34,7 +34,7 @@ from xroute.pipeline.worker import PartWriter, fingerprint, part_name, router_fo
 from xroute.storage import locate
 from xroute.tools.explain import explain
 from xroute.traces.history import TopologyEvent, TopologyHistory
-from xroute.traces.read import read_file, read_traces, trace_files
+from xroute.traces.read import check_files, read_file, read_traces, trace_files
 from xroute.traces.records import DELIVER, EVENT, PUBLISH
 from xroute.traces.verify import (
     AGREE,
@@ -197,6 +197,7 @@ def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
     files = trace_files(options.traces)
     if not files:
         raise TraceFormatError(f"no trace files in {options.traces!r}")
+    check_files(files, options.format)
     against: Any = history if history is not None else base
     try:
         commit.begin()

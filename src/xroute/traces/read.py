@@ -47,9 +47,9 @@ def detect(data: bytes) -> str:
     if data[:4] == b"PAR1":
         return "parquet"
     head = data.lstrip()[:1]
-    if head == b"{":
-        first = json.loads(data.lstrip().split(b"\n", 1)[0])
-        return "firehose-json" if "record_type" in first else "tracing-json"
+    if head == b"{":  # JSON Lines: ours name a record_type, the tracing plugin's a type
+        first = data.lstrip().split(b"\n", 1)[0]
+        return "firehose-json" if b'"record_type"' in first else "tracing-json"
     if data.startswith(b"\n" + b"=" * 80) or data.startswith(b"=" * 80):
         return "tracing-text"
     raise TraceFormatError("not a trace: neither Parquet, JSON Lines nor a tracing-plugin text log")
@@ -101,6 +101,28 @@ def _read_file(
         raise TraceFormatError(message if message.startswith(name) else f"{name}: {message}") from None
     except (ValueError, pa.ArrowException) as error:
         raise TraceFormatError(f"{name}: not a readable trace ({error})") from None
+
+
+def check_files(files: list[tuple[Location, str]], format: str | None = None) -> None:
+    """Refuse, naming it, a file that is no trace of ``format``, from its first bytes (and a
+    capture's Parquet footer): a cheap look before any job reads the files whole."""
+    for location, name in files:
+        with location.filesystem.open_input_file(location.path) as stream:
+            head = stream.read(1 << 16)
+            try:
+                kind = detect(head) if head.strip() else None
+            except TraceFormatError as error:
+                raise TraceFormatError(f"{name}: {error}") from None
+            if kind == "parquet":
+                stream.seek(0)
+                names = pq.ParquetFile(stream).schema_arrow.names
+                missing = [c for c in SCHEMA.names if c not in names]
+                if missing:
+                    raise TraceFormatError(f"{name}: a Parquet file without the trace columns {missing}")
+        if kind and format == "firehose" and kind.startswith("tracing"):
+            raise TraceFormatError(f"{name}: a tracing-plugin log, read with --format firehose")
+        if kind and format == "rabbitmq-tracing" and not kind.startswith("tracing"):
+            raise TraceFormatError(f"{name}: not a tracing-plugin log, read with --format rabbitmq-tracing")
 
 
 def read_traces(source: str, format: str | None = None) -> pa.Table:
