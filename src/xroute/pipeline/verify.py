@@ -11,7 +11,8 @@ pipeline's commit protocol (`xroute.pipeline.commit`): ``messages/``, ``verify.j
 ``verify.png``, then ``_SUCCESS``.
 
 A tracing-plugin log has no order of its own across files: its records are numbered
-``file index * 2**32 + line`` so that every record keeps one place.
+``file index * 2**32 + line`` (`xroute.pipeline.trace_frame`) so that every record keeps one
+place.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from xroute.definitions import load_definitions, read_definitions
 from xroute.errors import PipelineFailed, TraceFormatError
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.trace_frame import FILE_SEQ_STRIDE, file_frame
 from xroute.pipeline.worker import PartWriter, fingerprint, part_name, router_for
 from xroute.storage import locate
 from xroute.tools.explain import explain
@@ -47,7 +49,6 @@ from xroute.traces.verify import (
 
 MESSAGES = "messages"
 SAMPLES = 5  # disagreeing messages explained exchange by exchange
-FILE_SEQ_STRIDE = 1 << 32
 
 
 @dataclass(frozen=True)
@@ -201,12 +202,7 @@ def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
     against: Any = history if history is not None else base
     try:
         commit.begin()
-        frame = spark.createDataFrame(
-            [(f.uri, name, i) for i, (f, name) in enumerate(files)],
-            "uri string, name string, file_index long",
-        )
-        frame = frame.repartition(max(1, min(len(files), 64)))
-        rows = frame.mapInArrow(
+        rows = file_frame(spark, files).mapInArrow(
             _task(against, commit.folder(MESSAGES).uri, options.format, options.samples),
             "result string",
         ).collect()
