@@ -242,3 +242,7 @@ class StorageError(XRouteError, OSError):
 
 
 _show = short_repr
+
+
+class TraceFormatError(XRouteError, ValueError):
+    """A trace record (firehose capture, tracing plugin log, event) that cannot be read."""

@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -85,6 +86,22 @@ class PrivateNode:
 
     amqp_url: str
     management_url: str | None
+    name: str = ""
+    environment: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def rabbitmqctl(self, *args: str) -> str:
+        """Run ``rabbitmqctl -n NODE ARGS`` against this node; its output, or
+        `BrokerUnavailable` with it when it fails."""
+        ctl = shutil.which("rabbitmqctl", path=self.environment.get("PATH"))
+        if ctl is None:
+            raise BrokerUnavailable("rabbitmqctl not found")
+        done = subprocess.run(
+            [ctl, "-n", self.name, *args], env=dict(self.environment), capture_output=True,
+            text=True, timeout=120,
+        )
+        if done.returncode != 0:
+            raise BrokerUnavailable(f"rabbitmqctl {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+        return done.stdout
 
 
 @contextlib.contextmanager
@@ -95,10 +112,15 @@ def private_broker() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def private_node(management: bool = False) -> Iterator[PrivateNode]:
+def private_node(
+    management: bool = False, plugins: tuple[str, ...] = (), advanced_config: str | None = None
+) -> Iterator[PrivateNode]:
     """Start a RabbitMQ node of our own on 127.0.0.1 and stop it afterwards; with
     ``management``, the rabbitmq_management plugin is enabled in the node's own config folder
-    (``rabbitmq-plugins --offline``) and its HTTP API listens on a free loopback port."""
+    (``rabbitmq-plugins --offline``) and its HTTP API listens on a free loopback port; the
+    ``plugins`` named are enabled the same way (the machine's own plugins file is untouched).
+    ``advanced_config`` is Erlang terms for the node's advanced.config (settings a plugin takes
+    there whatever the broker's version, e.g. ``[{rabbitmq_tracing, [{directory, "..."}]}].``)."""
     server = _server_binary()
     port = _free_port() if _port_taken(5672) else 5672
     http_port = _free_port() if management else None
@@ -112,6 +134,8 @@ def private_node(management: bool = False) -> Iterator[PrivateNode]:
         config += f"management.tcp.port = {http_port}\nmanagement.tcp.ip = 127.0.0.1\n"
     (workdir / "rabbitmq.conf").write_text(config)
     (workdir / "enabled_plugins").write_text("[].\n")
+    if advanced_config is not None:
+        (workdir / "advanced.config").write_text(advanced_config)
     for sub in ("mnesia", "log"):
         (workdir / sub).mkdir()
     env = {
@@ -122,6 +146,7 @@ def private_node(management: bool = False) -> Iterator[PrivateNode]:
         "RABBITMQ_NODE_PORT": str(port),
         "RABBITMQ_DIST_PORT": str(_free_port()),
         "RABBITMQ_CONFIG_FILE": str(workdir / "rabbitmq"),
+        "RABBITMQ_ADVANCED_CONFIG_FILE": str(workdir / "advanced.config"),
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(workdir / "enabled_plugins"),
         "RABBITMQ_MNESIA_BASE": str(workdir / "mnesia"),
         "RABBITMQ_LOG_BASE": str(workdir / "log"),
@@ -131,9 +156,10 @@ def private_node(management: bool = False) -> Iterator[PrivateNode]:
         "ERL_EPMD_ADDRESS": "127.0.0.1",
         "ERL_CRASH_DUMP": str(workdir / "erl_crash.dump"),
     }
-    if management:
+    enabled = (("rabbitmq_management",) if management else ()) + tuple(plugins)
+    if enabled:
         try:
-            _enable_management(env)
+            _enable_plugins(env, enabled)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -162,7 +188,9 @@ def private_node(management: bool = False) -> Iterator[PrivateNode]:
                     raise BrokerUnavailable(f"the management API did not start:\n{tail}")
                 time.sleep(0.5)
             management_url = f"http://guest@127.0.0.1:{http_port}"
-        yield PrivateNode(f"amqp://guest:guest@127.0.0.1:{port}/%2F", management_url)
+        yield PrivateNode(
+            f"amqp://guest:guest@127.0.0.1:{port}/%2F", management_url, node, env
+        )
     finally:
         print(f"rabbitmq: stopping {node}", file=sys.stderr)
         ctl = shutil.which("rabbitmqctl", path=env["PATH"])
@@ -177,14 +205,14 @@ def private_node(management: bool = False) -> Iterator[PrivateNode]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _enable_management(env: dict[str, str]) -> None:
-    """Enable rabbitmq_management in the node's own enabled_plugins file, offline (the node is
-    not running yet; the machine's own plugins file is not touched)."""
+def _enable_plugins(env: dict[str, str], names: tuple[str, ...]) -> None:
+    """Enable plugins in the node's own enabled_plugins file, offline (the node is not running
+    yet; the machine's own plugins file is not touched)."""
     plugins = shutil.which("rabbitmq-plugins", path=env["PATH"])
     if plugins is None:
-        raise BrokerUnavailable("rabbitmq-plugins not found: cannot enable rabbitmq_management")
+        raise BrokerUnavailable(f"rabbitmq-plugins not found: cannot enable {', '.join(names)}")
     done = subprocess.run(
-        [plugins, "--offline", "enable", "rabbitmq_management"],
+        [plugins, "--offline", "enable", *names],
         env=env,
         capture_output=True,
         text=True,
@@ -192,7 +220,7 @@ def _enable_management(env: dict[str, str]) -> None:
     )
     if done.returncode != 0:
         raise BrokerUnavailable(
-            f"rabbitmq-plugins could not enable rabbitmq_management:\n{done.stdout}{done.stderr}"
+            f"rabbitmq-plugins could not enable {', '.join(names)}:\n{done.stdout}{done.stderr}"
         )
 
 

@@ -46,6 +46,7 @@ from xroute.cli import (  # noqa: F401
     bench_pipeline,
     bench_seeds,
     bench_stream,
+    bench_verify,
     definitions,
     demo,
     diff,
@@ -54,4 +55,5 @@ from xroute.cli import (  # noqa: F401
     pipeline,
     route,
     stream,
+    traces,
 )

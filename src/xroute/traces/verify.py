@@ -1,0 +1,267 @@
+"""Does a topology route traced messages where the broker routed them?
+
+Each publish record holds the broker's own answer, ``routed_queues``. It is routed again with
+the topology (or, with a `TopologyHistory`, with the topology of its moment) and the two sets
+are compared:
+
+- ``agree``: the same queues (an unroutable message agrees when both reached none);
+- ``disagree``: ``missing`` lists queues the broker reached and xroute did not, ``extra`` the
+  reverse;
+- ``missing_exchange``: the message's exchange is not in the topology;
+- ``unsupported_exchange``: a plugin exchange type xroute cannot route on the path;
+- ``invalid``: the record cannot be routed at all (``reason`` says why).
+
+None of the last three is ever counted as agreement. Pure: Arrow in, Arrow out, no Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from xroute.batch import BatchRouter
+from xroute.errors import UnknownExchange, UnknownExchangeType, XRouteError
+from xroute.model import Binding
+from xroute.pipeline.transform import route_records
+from xroute.topology import Exchange, Topology
+from xroute.traces.history import TopologyHistory
+from xroute.traces.records import PUBLISH
+
+AGREE = "agree"
+DISAGREE = "disagree"
+MISSING_EXCHANGE = "missing_exchange"
+UNSUPPORTED_EXCHANGE = "unsupported_exchange"
+INVALID = "invalid"
+STATUSES = (AGREE, DISAGREE, MISSING_EXCHANGE, UNSUPPORTED_EXCHANGE, INVALID)
+# The record columns a verdict needs (`xroute.traces.records.SCHEMA`).
+NEEDED = ["seq", "record_type", "message_id", "exchange", "routing_key", "headers",
+          "routed_queues", "traced_at"]
+
+VERDICT_SCHEMA = pa.schema(
+    [
+        pa.field("seq", pa.int64()),
+        pa.field("message_id", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("exchange", pa.string()),
+        pa.field("routing_key", pa.string()),
+        pa.field("headers", pa.string()),
+        pa.field("routed_queues", pa.list_(pa.string())),  # the broker's
+        pa.field("xroute_queues", pa.list_(pa.string())),  # null: the broker's, as it agrees
+        pa.field("missing", pa.list_(pa.string())),
+        pa.field("extra", pa.list_(pa.string())),
+        pa.field("suspects", pa.list_(pa.string())),  # the bindings each difference points at
+        pa.field("topology_version", pa.int64()),
+        pa.field("reason", pa.string()),
+    ]
+)
+
+
+@dataclass
+class Verdict:
+    """The comparison of one published message (see the module docstring)."""
+
+    status: str
+    xroute_queues: frozenset[str] = frozenset()
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    suspects: list[str] = field(default_factory=list)
+    reason: str | None = None
+
+
+def binding_name(binding: Binding) -> str:
+    """A binding as the summary names it: ``source -> queue q key 'a.#'``."""
+    kind, name = binding.destination
+    args = f" arguments {json.dumps(binding.arguments, sort_keys=True, default=str)}" if binding.arguments else ""
+    return f"{binding.source!r} -> {kind} {name!r} key {binding.routing_key!r}{args}"
+
+
+def verify_message(
+    topology: Topology,
+    exchange: str,
+    routing_key: str,
+    headers: Mapping[str, Any] | None,
+    routed_queues: list[str] | None,
+) -> Verdict:
+    """Route one traced message with ``topology`` and compare with the broker's queues."""
+    try:
+        queues = topology.route(exchange, routing_key, headers)
+    except UnknownExchange as error:
+        return Verdict(MISSING_EXCHANGE, reason=str(error))
+    except UnknownExchangeType as error:
+        return Verdict(UNSUPPORTED_EXCHANGE, reason=str(error))
+    except XRouteError as error:
+        if type(error).__name__ == "UnsupportedExchangeType":  # plugin types xroute lacks
+            return Verdict(UNSUPPORTED_EXCHANGE, reason=str(error))
+        return Verdict(INVALID, reason=f"{type(error).__name__}: {error}")
+    broker = set(routed_queues or ())
+    if queues == broker:
+        return Verdict(AGREE, queues)
+    # Only a disagreement pays for the walk that says which bindings took part.
+    visited: list[tuple[Exchange, list[Binding]]] = []
+    topology.route_message(
+        exchange, routing_key, headers, lambda at, matched, via: visited.append((at, matched))
+    )
+    missing = sorted(broker - queues)
+    extra = sorted(queues - broker)
+    suspects: list[str] = []
+    for queue in extra:  # the bindings that took the message there
+        suspects += [
+            binding_name(b) for _, matched in visited for b in matched
+            if b.destination == ("queue", queue)
+        ]
+    for queue in missing:  # a binding the broker had and the topology lacks, from an exchange
+        suspects += [  # the message visited; its key is not known, only the message's keys
+            f"{at.name!r} -> queue {queue!r}: no binding matched (keys {_keys(routing_key, headers)})"
+            for at, _ in visited
+        ] or [f"queue {queue!r}: not reachable from exchange {exchange!r}"]
+    return Verdict(DISAGREE, queues, missing, extra, suspects)
+
+
+def _keys(routing_key: str, headers: Mapping[str, Any] | None) -> list[str]:
+    return [routing_key, *((headers or {}).get("CC") or [])]
+
+
+def verify_batch(
+    batch: pa.RecordBatch | pa.Table, against: Topology | BatchRouter | TopologyHistory
+) -> pa.Table:
+    """The verdicts of a batch of trace records (`xroute.traces.records.SCHEMA`); rows that
+    are not publish records are left out (the caller counts them apart).
+
+    Against one topology (give a `BatchRouter` to reuse one) the whole batch is routed at once
+    and only the messages that disagree are routed again one by one for their details; against
+    a `TopologyHistory`, each message is routed by its version's topology."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    table = table.filter(pc.equal(table.column("record_type"), PUBLISH))
+    if isinstance(against, TopologyHistory):
+        return _verify_rows(table, against)
+    router = against if isinstance(against, BatchRouter) else BatchRouter(against)
+    return _verify_routed(table, router)
+
+
+def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
+    """Route every record at once and compare each row's set of queues in numpy; only the rows
+    that differ are routed again, one by one, for their details."""
+    size = table.num_rows
+    keys = table.column("routing_key").combine_chunks().fill_null("")
+    exchanges = table.column("exchange").combine_chunks().fill_null("")
+    outcome = route_records(router, keys, exchanges, table.column("headers").combine_chunks())
+    broker = table.column("routed_queues").combine_chunks()
+    names = pa.array(router.queues, pa.string())
+    their_ids = pc.index_in(broker.flatten(), value_set=names).fill_null(-1)
+    their_ids = their_ids.to_numpy(zero_copy_only=False).astype(np.int64)
+    their_rows = pc.list_parent_indices(broker).to_numpy(zero_copy_only=False).astype(np.int64)
+    differing = _rows_differing(
+        size, outcome.delivery_rows.astype(np.int64), outcome.queue_ids.astype(np.int64),
+        their_rows, their_ids, len(names) + 1,
+    )
+    differing[list(outcome.errors)] = True
+    rows = np.flatnonzero(differing)
+    status = np.full(size, AGREE, dtype=object)
+    ours: list[list[str] | None] = [None] * size
+    missing: list[list[str] | None] = [None] * size
+    extra: list[list[str] | None] = [None] * size
+    suspects: list[list[str] | None] = [None] * size
+    reasons: list[str | None] = [None] * size
+    if len(rows):
+        detail = table.select(["exchange", "routing_key", "headers", "routed_queues"]).take(rows)
+        parsed: dict[str, Any] = {}
+        for i, record in zip(rows.tolist(), detail.to_pylist()):
+            verdict = _one(router.topology, record["exchange"], record["routing_key"],
+                           record["headers"], record["routed_queues"], parsed)
+            status[i], ours[i], reasons[i] = verdict.status, sorted(verdict.xroute_queues), verdict.reason
+            missing[i], extra[i], suspects[i] = verdict.missing, verdict.extra, verdict.suspects
+    strings = pa.list_(pa.string())
+    return pa.table(
+        {
+            "seq": table.column("seq"),
+            "message_id": table.column("message_id"),
+            "status": pa.array(status, pa.string()),
+            "exchange": table.column("exchange"),
+            "routing_key": table.column("routing_key"),
+            "headers": table.column("headers"),
+            "routed_queues": broker,
+            "xroute_queues": pa.array(ours, strings),
+            "missing": pa.array(missing, strings),
+            "extra": pa.array(extra, strings),
+            "suspects": pa.array(suspects, strings),
+            "topology_version": pa.nulls(size, pa.int64()),
+            "reason": pa.array(reasons, pa.string()),
+        },
+        schema=VERDICT_SCHEMA,
+    )
+
+
+def _rows_differing(
+    size: int, our_rows: np.ndarray, our_ids: np.ndarray, their_rows: np.ndarray,
+    their_ids: np.ndarray, stride: int,
+) -> np.ndarray:
+    """Rows whose sets of queue ids differ (an id of -1, a queue the topology lacks, always
+    differs). Each side holds a row's queues once, so equal sets are equal sorted runs."""
+    ours = np.sort(our_rows * stride + our_ids)
+    theirs = np.sort(their_rows * stride + their_ids)
+    our_counts = np.bincount(our_rows, minlength=size)
+    their_counts = np.bincount(their_rows, minlength=size)
+    differing = our_counts != their_counts
+    differing[their_rows[their_ids < 0]] = True
+    same_size = ~differing
+    # Rows with as many queues on both sides line up run by run: compare them element-wise.
+    ours_aligned = ours[np.repeat(same_size, our_counts)]
+    theirs_aligned = theirs[np.repeat(same_size, their_counts)]
+    mismatch = ours_aligned != theirs_aligned
+    differing[ours_aligned[mismatch] // stride] = True
+    return differing
+
+
+def _one(
+    topology: Topology, exchange: str | None, routing_key: str | None, text: str | None,
+    routed_queues: list[str] | None, parsed: dict[str, Any],
+) -> Verdict:
+    """One record's verdict, its headers JSON parsed once per distinct text."""
+    try:
+        if text and text not in parsed:
+            parsed[text] = json.loads(text)
+        headers = parsed[text] if text else None
+    except ValueError as error:
+        return Verdict(INVALID, reason=f"headers are not valid JSON: {error}")
+    return verify_message(topology, exchange or "", routing_key or "", headers, routed_queues)
+
+
+def _verify_rows(table: pa.Table, history: TopologyHistory) -> pa.Table:
+    """Each record routed by its version's topology, versions in order (each built once)."""
+    rows = table.select(
+        ["seq", "message_id", "exchange", "routing_key", "headers", "routed_queues", "traced_at"]
+    ).to_pylist()
+    for row in rows:
+        row["version"] = history.version_at(row["seq"], row["traced_at"])
+    rows.sort(key=lambda r: r["version"])
+    out = []
+    parsed: dict[str, Any] = {}
+    for row in rows:
+        version = row["version"]
+        verdict = _one(history.topology(version), row["exchange"], row["routing_key"],
+                       row["headers"], row["routed_queues"], parsed)
+        out.append(
+            {
+                "seq": row["seq"],
+                "message_id": row["message_id"],
+                "status": verdict.status,
+                "exchange": row["exchange"],
+                "routing_key": row["routing_key"],
+                "headers": row["headers"],
+                "routed_queues": row["routed_queues"],
+                "xroute_queues": sorted(verdict.xroute_queues),
+                "missing": verdict.missing,
+                "extra": verdict.extra,
+                "suspects": verdict.suspects,
+                "topology_version": version,
+                "reason": verdict.reason,
+            }
+        )
+    out.sort(key=lambda r: r["seq"])
+    return pa.Table.from_pylist(out, schema=VERDICT_SCHEMA)

@@ -1,0 +1,75 @@
+"""`run_verify` on Spark, on the tracing-plugin logs a real RabbitMQ 3.10.8 wrote
+(tests/data/traces/): the verdicts are `verify_batch`'s, the counts add up, OUT is published
+by the commit (nothing of a failed run), and bad input is refused before Spark runs a task."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.traces.test_tracing_log import DATA, sample_topology
+from xroute.errors import OutputExists, TraceFormatError
+from xroute.pipeline.verify import VerifyOptions, run_verify
+from xroute.traces.read import read_traces
+from xroute.traces.verify import verify_batch
+
+pytestmark = pytest.mark.spark
+
+
+def test_verify_on_spark_gives_the_library_s_verdicts(spark, tmp_path):
+    traces = tmp_path / "logs"
+    traces.mkdir()
+    for fmt in ("json", "text"):  # two files: one trace split as a rolled log would be
+        shutil.copy(DATA / f"rabbitmq-3.10.8.{fmt}.log", traces / f"{fmt}.log")
+    defs = sample_topology().to_definitions()
+    out = tmp_path / "out"
+    result = run_verify(spark, VerifyOptions(definitions=defs, traces=str(traces), out=str(out)))
+    library = verify_batch(read_traces(str(traces)), sample_topology()).to_pylist()
+    assert result.published == len(library) == 8
+    assert dict(result.statuses) == {"agree": 6, "disagree": 2}  # the 3.x float quirk, twice
+    assert result.records["deliver"] == 2 and not result.agrees
+    written = pq.read_table(out / "messages").to_pylist()
+    assert sorted((r["message_id"], r["status"]) for r in written) == sorted(
+        (r["message_id"], r["status"]) for r in library
+    )
+    report = json.loads((out / "verify.json").read_text())
+    assert report["per_queue"] == [{"queue": "s.q2", "missing": 2, "extra": 0}]
+    assert report["samples"][0]["path"]["visits"][0]["exchange"] == "s.hdr"
+    assert json.loads((out / "_SUCCESS").read_text())["counts"]["published"] == 8
+
+
+def test_bad_input_fails_before_any_task_and_publishes_nothing(spark, tmp_path):
+    defs = sample_topology().to_definitions()
+    with pytest.raises(TraceFormatError, match="no trace at"):
+        run_verify(spark, VerifyOptions(definitions=defs, traces=str(tmp_path / "none"),
+                                        out=str(tmp_path / "out")))
+    assert not (tmp_path / "out").exists()
+    broken = tmp_path / "broken.log"
+    broken.write_text("not a trace\n")
+    with pytest.raises(TraceFormatError, match=r"broken\.log: not a trace"):
+        run_verify(spark, VerifyOptions(definitions=defs, traces=str(broken), out=str(tmp_path / "out")))
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("keep me")
+    with pytest.raises(OutputExists):
+        run_verify(spark, VerifyOptions(definitions=defs, traces=str(DATA), out=str(tmp_path / "taken")))
+    assert (tmp_path / "taken" / "mine.txt").read_text() == "keep me"
+
+
+def test_a_trace_as_a_dataframe_routes_with_route(spark):
+    from xroute.pipeline.trace_frame import read_trace_frame
+    from xroute.spark import route
+
+    frame = read_trace_frame(spark, str(DATA / "rabbitmq-3.10.8.text.log"))
+    assert frame.count() == 4  # publish records only; the delivery is left out
+    routed = {r["message_id"]: r for r in route(frame, sample_topology()).collect()}
+    for message_id, row in routed.items():
+        assert row["error"] is None
+        same = sorted(row["routed_queues"]) == row["queues"]
+        assert same == (message_id != "s4"), row  # s4: the 3.x float quirk
+    everything = read_trace_frame(spark, str(DATA), record_types=None)
+    assert sorted(r[0] for r in everything.groupBy("record_type").count().collect()) == ["deliver", "publish"]

@@ -1,0 +1,85 @@
+"""`verify_batch` on records whose broker answer is known: the library's own routes agree with
+themselves whatever the topology; a binding taken away is named by every disagreement it
+causes; exchanges that are missing, and records that cannot be routed, never count as agreeing."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.strategies import keys, patterns
+from xroute import Topology
+from xroute.traces.records import DELIVER, PUBLISH, TraceRecord, to_table
+from xroute.traces.verify import AGREE, DISAGREE, INVALID, MISSING_EXCHANGE, verify_batch
+
+QUEUES = ["q1", "q2", "q3"]
+
+
+def topology_of(bindings: list[tuple[str, str]]) -> Topology:
+    t = Topology()
+    t.declare_exchange("t", "topic", alternate_exchange="alt")
+    t.declare_exchange("alt", "fanout")
+    for q in QUEUES + ["lost"]:
+        t.declare_queue(q)
+    t.bind("alt", "lost")
+    for pattern, queue in bindings:
+        t.bind("t", queue, pattern)
+    return t
+
+
+def record(t: Topology, key: str, cc: list[str], message_id: str) -> TraceRecord:
+    headers = {"CC": cc} if cc else None
+    return TraceRecord(PUBLISH, "t", [key, *cc], {"headers": headers or {}, "message_id": message_id},
+                       sorted(t.route("t", key, headers)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(patterns, st.sampled_from(QUEUES)), min_size=1, max_size=12),
+       st.lists(st.tuples(keys, st.lists(keys, max_size=2)), min_size=1, max_size=15), st.data())
+def test_a_removed_binding_is_named_by_every_disagreement(bindings, messages, data):
+    broker = topology_of(bindings)
+    records = [record(broker, key, cc, str(i)) for i, (key, cc) in enumerate(messages)]
+    table = to_table(records + [TraceRecord(DELIVER, "t", ["x"], {}, queue="q1")])
+    assert {v["status"] for v in verify_batch(table, broker).to_pylist()} == {AGREE}
+    pattern, queue = data.draw(st.sampled_from(bindings))
+    ours = topology_of([b for b in bindings if b != (pattern, queue)])
+    verdicts = verify_batch(table, ours).to_pylist()
+    assert len(verdicts) == len(messages)  # the delivery is not routed
+    for v, (key, cc) in zip(verdicts, messages):
+        expected = ours.route("t", key, {"CC": cc} if cc else None)
+        # An agreeing verdict leaves xroute_queues null: they are the broker's.
+        assert set(v["xroute_queues"] if v["xroute_queues"] is not None else v["routed_queues"]) == expected
+        if v["status"] == DISAGREE:
+            named = [s for s in v["suspects"] if "'t' -> queue" in s and f"'{queue}'" in s]
+            extra_via_alternate = v["extra"] == ["lost"]
+            assert named or extra_via_alternate, (pattern, queue, v)
+        else:
+            assert v["status"] == AGREE and set(v["routed_queues"]) == expected
+
+
+def test_missing_exchanges_and_unreadable_records_never_agree():
+    t = topology_of([("a.#", "q1")])
+    table = to_table([
+        TraceRecord(PUBLISH, "nowhere", ["a"], {}, []),
+        TraceRecord(PUBLISH, "t", ["a" * 256], {}, []),
+    ])
+    rows = table.to_pylist()
+    rows.append({**rows[0], "seq": 2, "exchange": "t", "routing_key": "a", "headers": "{not json"})
+    import pyarrow as pa
+
+    verdicts = verify_batch(pa.Table.from_pylist(rows, schema=table.schema), t).to_pylist()
+    assert [v["status"] for v in verdicts] == [MISSING_EXCHANGE, INVALID, INVALID]
+    assert "nowhere" in verdicts[0]["reason"] and "255" in verdicts[1]["reason"]
+    assert "JSON" in verdicts[2]["reason"]
+
+
+def test_an_extra_queue_names_the_binding_that_took_the_message_there():
+    broker = topology_of([])
+    ours = topology_of([("a.*", "q2")])
+    table = to_table([record(broker, "a.b", [], "m")])
+    (v,) = verify_batch(table, ours).to_pylist()
+    assert v["status"] == DISAGREE and v["extra"] == ["q2"] and v["missing"] == ["lost"]
+    assert "'t' -> queue 'q2' key 'a.*'" in v["suspects"]
+    assert json.loads(table.column("headers")[0].as_py()) == {}
