@@ -153,16 +153,23 @@ def load_definitions(
     engine: str = "trie",
     *,
     password: str | None = None,
+    rabbitmq: str | None = None,
 ) -> Topology:
     """A `Topology` from a definitions export (anything `read_definitions` reads); errors name
-    the entry that is wrong."""
+    the entry that is wrong.
+
+    An exchange of a type xroute does not know is kept (`lint` names it); only messages that
+    reach it fail. Bindings are added in the export's order, which stands for their creation
+    order where a type depends on it (``x-consistent-hash``): RabbitMQ lists them sorted, not
+    in the order they were made. ``rabbitmq`` is a version profile (`xroute.profiles`).
+    """
     defs = read_definitions(source, vhost, password=password)
     chosen = pick_vhost(defs, vhost)
 
     def of_vhost(section: str) -> list[dict[str, Any]]:
         return [e for e in section_entries(defs, section) if e.get("vhost", chosen) == chosen]
 
-    topology = Topology(engine=engine)
+    topology = Topology(engine=engine, rabbitmq=rabbitmq)
     exchanges = of_vhost("exchanges")
     policies = of_vhost("policies")
     alternates = _policy_alternates(
@@ -188,6 +195,7 @@ def load_definitions(
                 auto_delete=_field(exchange, "auto_delete", bool, "exchanges", False),
                 internal=_field(exchange, "internal", bool, "exchanges", False),
                 arguments=arguments,
+                allow_unknown_type=True,
             )
             # An alternate "" (the default exchange) is never used, as in RabbitMQ.
             if ALTERNATE_EXCHANGE not in arguments and alternates.get(name):

@@ -28,7 +28,13 @@ from xroute.batch import BatchRouter
 from xroute.definitions import read_definitions
 from xroute.errors import DatasetError
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.transform import exchanges_of, queue_names, reason, route_records
+from xroute.pipeline.transform import (
+    exchanges_of,
+    properties_of,
+    queue_names,
+    reason,
+    route_records,
+)
 from xroute.pipeline.worker import fingerprint, router_for
 from xroute.topology import Topology
 
@@ -132,7 +138,11 @@ def routes_of(router: BatchRouter, batch: pa.RecordBatch, columns: Columns) -> p
         size,
     )
     outcome = route_records(
-        router, keys, exchanges, batch.column(columns.headers) if columns.headers else None
+        router,
+        keys,
+        exchanges,
+        batch.column(columns.headers) if columns.headers else None,
+        properties=properties_of(router, batch),
     )
     rows, queue_ids = outcome.delivery_rows, outcome.queue_ids
     order = np.lexsort((_name_ranks(router)[queue_ids], rows))  # each row's queues by name

@@ -19,10 +19,11 @@ from xroute.errors import (
     UnknownQueue,
     short_repr,
 )
-from xroute.exchanges import make_exchange_type
+from xroute.exchanges import ExchangeSettings, UnsupportedExchange, make_exchange_type
 from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
 from xroute.keys import check_pattern, check_routing_key
-from xroute.model import Binding, Destination, DestinationType, Exchange, Queue
+from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
+from xroute.profiles import Profile, profile
 from xroute.route_cache import TopologyRouteCache
 
 DEFAULT_EXCHANGE = ""
@@ -35,6 +36,13 @@ STANDARD_EXCHANGES = {
     "amq.headers": "headers",
     "amq.match": "headers",
 }
+
+# The basic properties of an AMQP 0-9-1 message (what `route` may be given as ``properties``).
+BASIC_PROPERTIES = (
+    "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id",
+    "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id",
+    "cluster_id",
+)
 
 # Called once per exchange a message visits: (exchange, bindings it matched, how it got there:
 # "published", "binding" or "alternate").
@@ -91,6 +99,27 @@ def _check_equivalent(
             )
 
 
+def check_properties(properties: Any) -> dict[str, Any]:
+    """A message's basic properties as a dict, refused by name when they are not a mapping of
+    AMQP basic property names (None values are absent properties)."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise InvalidArguments(
+            f"message properties must be a dict, got {type(properties).__name__} "
+            f"({short_repr(properties)})",
+            properties,
+        )
+    unknown = [name for name in properties if name not in BASIC_PROPERTIES]
+    if unknown:
+        raise InvalidArguments(
+            f"unknown message properties {short_repr(unknown)}; AMQP basic properties are "
+            f"{', '.join(BASIC_PROPERTIES)}",
+            properties,
+        )
+    return {name: value for name, value in properties.items() if value is not None}
+
+
 def _check_name(name: Any, what: str) -> str:
     try:
         return check_pattern(name)
@@ -105,8 +134,16 @@ class Topology:
     failed call leaves the topology as it was.
     """
 
-    def __init__(self, engine: str = DEFAULT_ENGINE, route_cache: bool = True) -> None:
+    def __init__(
+        self,
+        engine: str = DEFAULT_ENGINE,
+        route_cache: bool = True,
+        *,
+        rabbitmq: str | Profile | None = None,
+    ) -> None:
         self.engine = engine
+        # What differs between RabbitMQ versions (xroute.profiles); None: 4.3, any '#' count.
+        self.profile = profile(rabbitmq)
         # Routes of messages without headers, dropped precisely on change (xroute.route_cache).
         self._route_cache = TopologyRouteCache() if route_cache else None
         self._destinations = MatchedDestinations()  # dropped on every unbind
@@ -131,9 +168,13 @@ class Topology:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: Mapping[str, Any] | None = None,
+        allow_unknown_type: bool = False,
     ) -> None:
-        """Declare an exchange of type direct, fanout, topic, headers or x-delimiter.
+        """Declare an exchange of one of the types in `xroute.exchanges.EXCHANGE_TYPES`.
 
+        An unknown type raises `UnknownExchangeType`, as RabbitMQ refuses it, unless
+        ``allow_unknown_type`` (definitions exports do): the exchange is then kept, and a
+        message that reaches it raises `UnsupportedExchangeType`.
         Redeclaring with the same type and arguments changes nothing; with others it raises
         `PreconditionFailed`, as RabbitMQ does.
         """
@@ -150,7 +191,11 @@ class Topology:
                 f"exchange {name!r}: alternate-exchange must be an exchange name, got {alternate!r}",
                 arguments,
             )
-        kind = make_exchange_type(exchange_type, self.engine)
+        kind = make_exchange_type(
+            exchange_type,
+            ExchangeSettings(name, self.engine, arguments, self.profile),
+            allow_unknown=allow_unknown_type,
+        )
         existing = self._exchanges.get(name)
         if existing is not None:
             _check_equivalent(existing, exchange_type, durable, auto_delete, internal, arguments)
@@ -245,22 +290,25 @@ class Topology:
         routing_key: str = "",
         arguments: Mapping[str, Any] | None = None,
         destination_type: DestinationType = "queue",
-    ) -> None:
+    ) -> list[Any]:
         """Bind ``destination`` (a queue, or an exchange) to exchange ``source``.
 
         Binding the same (source, destination, key, arguments) again is one binding.
+        Returns the messages the new binding receives at once: an ``x-recent-history``
+        exchange replays its history (`xroute.exchanges.recent_history`); other types none.
         """
         exchange, target, arguments, identity = self._binding_identity(
             source, destination, routing_key, arguments, destination_type
         )
         if identity in self._bindings:
-            return
+            return []
         exchange.kind.validate_binding(routing_key, arguments)
         binding = Binding(source, target, routing_key, arguments)
-        exchange.kind.bind(binding)
+        replayed = exchange.kind.bind(binding)
         self._bindings[identity] = binding
         if self._route_cache is not None:
             self._route_cache.binding_changed(source, exchange.type, routing_key)
+        return list(replayed or ())
 
     def unbind(
         self,
@@ -316,18 +364,29 @@ class Topology:
     # ----------------------------------------------------------------- routing
 
     def route(
-        self, exchange: str, routing_key: str, headers: Mapping[str, Any] | None = None
+        self,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
     ) -> frozenset[str]:
         """The names of the queues a message published to ``exchange`` reaches.
 
         ``headers`` is the message's header table as Python values; its ``CC`` and ``BCC``
-        lists add routing keys. An empty result means the message is unroutable.
+        lists add routing keys. ``properties`` are its basic properties by name
+        (``message_id``, ``correlation_id``, ``timestamp``...), read by the types that need
+        them. An empty result means the message is unroutable.
 
-        Routes of messages without headers are cached (see `route_cache_stats`).
+        Routes of messages without headers or properties are cached (see `route_cache_stats`).
         """
         cache = self._route_cache
-        if cache is None or not (headers is None or (type(headers) is dict and not headers)):
-            return self.route_message(exchange, routing_key, headers)
+        if (
+            cache is None
+            or properties is not None
+            or not (headers is None or (type(headers) is dict and not headers))
+        ):
+            return self.route_message(exchange, routing_key, headers, properties=properties)
         try:
             found = cache.get(exchange, routing_key)
         except TypeError:  # unhashable: route_message names the bad value
@@ -349,10 +408,35 @@ class Topology:
         routing_key: str,
         headers: Mapping[str, Any] | None = None,
         observer: RouteObserver | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
     ) -> frozenset[str]:
         """`route`, telling ``observer`` what each visited exchange matched (for explanations
         and per-binding counts); the queues are the same with or without one."""
-        return self._route(exchange, routing_key, headers, observer, None)
+        return self._route(exchange, routing_key, headers, observer, None, properties)
+
+    def route_candidates(
+        self,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
+    ) -> frozenset[str]:
+        """Every queue the message may reach: `route`, except that a random exchange
+        (``x-random``, ``x-local-random``) leads to all the bindings it could pick from."""
+        return self._route(exchange, routing_key, headers, None, None, properties, True)
+
+    def check_publish(self, exchange: str) -> Exchange:
+        """The exchange a message is published to, refused as RabbitMQ does: unknown
+        (`UnknownExchange`), internal (`AccessRefused`), or of a type xroute does not support
+        (`UnsupportedExchangeType`)."""
+        start = self._exchange(exchange, "publish")
+        if start.internal:
+            raise AccessRefused(f"exchange {exchange!r} is internal: it cannot be published to")
+        if type(start.kind) is UnsupportedExchange:
+            start.kind.route((), {})  # raises, naming the type
+        return start
 
     def _route(
         self,
@@ -361,6 +445,8 @@ class Topology:
         headers: Mapping[str, Any] | None,
         observer: RouteObserver | None,
         through: list[str] | None,
+        properties: Mapping[str, Any] | None = None,
+        candidates: bool = False,
     ) -> frozenset[str]:
         start = self._exchange(exchange, "publish")
         if start.internal:
@@ -373,6 +459,8 @@ class Topology:
             keys += sender_selected_keys(headers, "CC") + sender_selected_keys(headers, "BCC")
             # RabbitMQ strips BCC when the message is made, before any exchange sees it.
             headers.pop("BCC", None)
+        if properties is not None or candidates:
+            headers = MessageHeaders(headers, check_properties(properties), candidates)
         return frozenset(self._walk(start, keys, headers, observer, through))
 
     def _walk(
@@ -443,13 +531,16 @@ class Topology:
         engine: str = DEFAULT_ENGINE,
         *,
         password: str | None = None,
+        rabbitmq: str | None = None,
     ) -> Topology:
         """Load a RabbitMQ definitions export: a path, JSON text, a parsed dict, or a live
         broker's management API URL ``http(s)://user@host:15672`` (``password`` defaults to
         ``RABBITMQ_PASSWORD``; see `xroute.management`)."""
         from xroute.definitions import load_definitions
 
-        return load_definitions(source, vhost=vhost, engine=engine, password=password)
+        return load_definitions(
+            source, vhost=vhost, engine=engine, password=password, rabbitmq=rabbitmq
+        )
 
     def to_definitions(self) -> dict[str, Any]:
         """This topology as a RabbitMQ definitions export (one virtual host)."""

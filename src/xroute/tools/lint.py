@@ -15,6 +15,7 @@ from typing import Any
 
 from xroute.definitions import load_definitions, pick_vhost, read_definitions, section_entries
 from xroute.errors import InvalidArguments, InvalidLintInput, XRouteError
+from xroute.exchanges import UnsupportedExchange
 from xroute.exchanges.headers import X_MATCH, match_mode
 from xroute.headers import canonical
 from xroute.keys import HASH, split_words
@@ -34,6 +35,9 @@ LARGE_EXCHANGE = 1000
 CLIENT_ADDRESSING_MIN = 3
 CLIENT_ADDRESSING_MANY = 100
 _BUILTIN = {DEFAULT_EXCHANGE, *STANDARD_EXCHANGES}
+# The most '#' words RabbitMQ 4.3.5 and later accept in a topic binding key (every profile
+# warns of more: an export meant for an upgrade should know).
+MAX_HASH_WORDS_43 = 2
 
 
 def lint_definitions(
@@ -169,6 +173,19 @@ def lint_topology(topology: Topology, *, large_exchange: int = LARGE_EXCHANGE) -
                     exchange=name,
                 )
             )
+        if type(exchange.kind) is UnsupportedExchange:
+            findings.append(
+                Finding(
+                    "unsupported-exchange-type",
+                    "warning",
+                    f"its type {exchange.type!r} is not one xroute knows",
+                    "xroute loads it and its bindings, but cannot say where a message that "
+                    "reaches it goes: routing one there raises UnsupportedExchangeType",
+                    "nothing to change in RabbitMQ; expect xroute to refuse the messages that "
+                    "reach this exchange",
+                    exchange=name,
+                )
+            )
         if exchange.type == "topic" and bindings:
             findings += _topic_findings(name, bindings, large_exchange)
         findings += _redundancy_findings(name, exchange.type, bindings)
@@ -214,6 +231,20 @@ def _topic_findings(name: str, bindings: list[Binding], large_exchange: int) -> 
                         "equivalent bindings easy to see"
                     ),
                     f"bind {'.'.join(normal)!r} instead",
+                    exchange=name,
+                    binding=binding_ref(binding),
+                )
+            )
+        if normal.count(HASH) > MAX_HASH_WORDS_43:
+            findings.append(
+                Finding(
+                    "too-many-hash-words",
+                    "warning",
+                    f"{binding.routing_key!r} has {normal.count(HASH)} '#' words",
+                    "RabbitMQ 4.3.5 and later refuse a binding key with more than two '#' "
+                    "(406), because their trie walk grows exponentially in them",
+                    "split the binding into several with at most two '#' each, or route on "
+                    "fewer words",
                     exchange=name,
                     binding=binding_ref(binding),
                 )
