@@ -98,6 +98,16 @@ class UnsupportedExchangeType(XRouteError, ValueError):
         self.exchange_type = exchange_type
 
 
+class RoutingFailed(XRouteError, RuntimeError):
+    """RabbitMQ itself fails while routing this message (its exchange type crashes, or a JMS
+    selector cannot be evaluated): the broker closes the publisher's channel or connection and
+    the message reaches no queue."""
+
+    def __init__(self, message: str, exchange: Any = None) -> None:
+        super().__init__(message)
+        self.exchange = exchange
+
+
 class UnknownProfile(XRouteError, ValueError):
     """A RabbitMQ version profile xroute does not have."""
 

@@ -23,9 +23,6 @@ class Profile:
     # Consistent hash on a header: the value with its AMQP type tag is hashed (<= 3.12,
     # rabbit_misc:table_lookup), or the plain value (3.13+, message containers).
     chx_hashes_type_tag: bool
-    # Consistent hash: a second binding to a destination that already has buckets adds more
-    # buckets (3.10) or is ignored (3.11+).
-    chx_ignores_second_binding: bool
     # Consistent hash: the largest weight a binding may have (None: unbounded).
     chx_max_weight: int | None
     # Topic: the most '#' words a binding key may hold (None: any number).
@@ -48,12 +45,12 @@ class Profile:
 
 
 _PROFILES = {
-    None: Profile(None, False, True, 10_000, None, False, True, True, 503),
-    "4.3": Profile("4.3", False, True, 10_000, 2, False, True, True, 503),
-    "4.0": Profile("4.0", False, True, None, None, False, False, False, 503),
-    "3.13": Profile("3.13", False, True, None, None, True, False, False, 503),
-    "3.12": Profile("3.12", True, True, None, None, True, False, False, 503),
-    "3.10": Profile("3.10", True, False, None, None, True, False, False, 503),
+    None: Profile(None, False, 10_000, None, False, True, True, 503),
+    "4.3": Profile("4.3", False, 10_000, 2, False, True, True, 503),
+    "4.0": Profile("4.0", False, None, None, False, False, False, 503),
+    "3.13": Profile("3.13", False, None, None, True, False, False, 503),
+    "3.12": Profile("3.12", True, None, None, True, False, False, 503),
+    "3.10": Profile("3.10", True, None, None, True, False, False, 503),
 }
 
 

@@ -1,8 +1,10 @@
 """A real RabbitMQ for conformance tests and benchmarks: one that is already there, or a private
 node started on loopback (Debian's rabbitmq-server, installed if absent) and stopped afterwards.
 
-``python -m xroute.bench.rabbitmq [--private] -- COMMAND...`` runs COMMAND with
+``python -m xroute.bench.rabbitmq [--private] [--plugins] -- COMMAND...`` runs COMMAND with
 ``XROUTE_AMQP_URL`` set to the broker, and stops a broker it started whatever COMMAND does.
+With ``--plugins``, a second private node with the exchange-type plugins (`PLUGINS`) enabled
+is started too, its URL in ``XROUTE_AMQP_PLUGINS_URL``; the machine's broker is not touched.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ from xroute.bench.debian import server_program
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 START_TIMEOUT_S = 90  # a cold Erlang VM plus RabbitMQ's boot steps take 5-20 s here
 SBIN = ("/usr/sbin", "/usr/lib/rabbitmq/bin")
+
+
+# The plugins whose exchange types xroute models (x-modulus-hash comes with sharding in 3.x).
+PLUGINS = (
+    "rabbitmq_consistent_hash_exchange",
+    "rabbitmq_random_exchange",
+    "rabbitmq_jms_topic_exchange",
+    "rabbitmq_recent_history_exchange",
+    "rabbitmq_sharding",
+)
 
 
 class BrokerUnavailable(RuntimeError):
@@ -95,15 +107,18 @@ def private_broker() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def private_node(management: bool = False) -> Iterator[PrivateNode]:
+def private_node(
+    management: bool = False, plugins: tuple[str, ...] = ()
+) -> Iterator[PrivateNode]:
     """Start a RabbitMQ node of our own on 127.0.0.1 and stop it afterwards; with
     ``management``, the rabbitmq_management plugin is enabled in the node's own config folder
-    (``rabbitmq-plugins --offline``) and its HTTP API listens on a free loopback port."""
+    (``rabbitmq-plugins --offline``) and its HTTP API listens on a free loopback port;
+    ``plugins`` are enabled the same way."""
     server = _server_binary()
-    port = _free_port() if _port_taken(5672) else 5672
+    port = _free_port() if _port_taken(5672) or plugins else 5672
     http_port = _free_port() if management else None
     workdir = Path(tempfile.mkdtemp(prefix="xroute-rabbitmq-"))
-    node = f"xroute-{os.getpid()}@localhost"
+    node = f"xroute-{os.getpid()}-{workdir.name[-8:]}@localhost"
     config = (
         f"listeners.tcp.1 = 127.0.0.1:{port}\nloopback_users = none\n"
         "log.console = false\nlog.file.level = warning\n"
@@ -131,9 +146,10 @@ def private_node(management: bool = False) -> Iterator[PrivateNode]:
         "ERL_EPMD_ADDRESS": "127.0.0.1",
         "ERL_CRASH_DUMP": str(workdir / "erl_crash.dump"),
     }
-    if management:
+    wanted = (("rabbitmq_management",) if management else ()) + tuple(plugins)
+    if wanted:
         try:
-            _enable_management(env)
+            _enable_plugins(env, wanted)
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -177,14 +193,14 @@ def private_node(management: bool = False) -> Iterator[PrivateNode]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _enable_management(env: dict[str, str]) -> None:
-    """Enable rabbitmq_management in the node's own enabled_plugins file, offline (the node is
-    not running yet; the machine's own plugins file is not touched)."""
+def _enable_plugins(env: dict[str, str], names: tuple[str, ...]) -> None:
+    """Enable plugins in the node's own enabled_plugins file, offline (the node is not running
+    yet; the machine's own plugins file is not touched)."""
     plugins = shutil.which("rabbitmq-plugins", path=env["PATH"])
     if plugins is None:
-        raise BrokerUnavailable("rabbitmq-plugins not found: cannot enable rabbitmq_management")
+        raise BrokerUnavailable(f"rabbitmq-plugins not found: cannot enable {', '.join(names)}")
     done = subprocess.run(
-        [plugins, "--offline", "enable", "rabbitmq_management"],
+        [plugins, "--offline", "enable", *names],
         env=env,
         capture_output=True,
         text=True,
@@ -192,7 +208,7 @@ def _enable_management(env: dict[str, str]) -> None:
     )
     if done.returncode != 0:
         raise BrokerUnavailable(
-            f"rabbitmq-plugins could not enable rabbitmq_management:\n{done.stdout}{done.stderr}"
+            f"rabbitmq-plugins could not enable {', '.join(names)}:\n{done.stdout}{done.stderr}"
         )
 
 
@@ -229,15 +245,26 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command with ``XROUTE_AMQP_URL`` pointing at a broker."""
     parser = argparse.ArgumentParser(prog="python -m xroute.bench.rabbitmq", description=__doc__)
     parser.add_argument("--private", action="store_true", help="always start a private node")
+    parser.add_argument(
+        "--plugins",
+        action="store_true",
+        help="also start a private node with the exchange-type plugins (XROUTE_AMQP_PLUGINS_URL)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
     try:
-        with rabbitmq_broker(private=args.private) as url:
+        with contextlib.ExitStack() as stack:
+            url = stack.enter_context(rabbitmq_broker(private=args.private))
             print(f"rabbitmq: using {url.split('@')[-1]}", file=sys.stderr)
-            return subprocess.run(command, env={**os.environ, "XROUTE_AMQP_URL": url}).returncode
+            env = {**os.environ, "XROUTE_AMQP_URL": url}
+            if args.plugins:
+                node = stack.enter_context(private_node(plugins=PLUGINS))
+                print(f"rabbitmq: plugins at {node.amqp_url.split('@')[-1]}", file=sys.stderr)
+                env["XROUTE_AMQP_PLUGINS_URL"] = node.amqp_url
+            return subprocess.run(command, env=env).returncode
     except BrokerUnavailable as error:
         print(f"rabbitmq: {error}", file=sys.stderr)
         return 1

@@ -12,6 +12,7 @@ from typing import Any
 
 from xroute.errors import UnknownExchangeType
 from xroute.exchanges.base import ExchangeType
+from xroute.exchanges.consistent_hash import ConsistentHashExchange
 from xroute.exchanges.direct import DelimiterExchange, DirectExchange
 from xroute.exchanges.fanout import FanoutExchange
 from xroute.exchanges.headers import HeadersExchange
@@ -40,6 +41,7 @@ EXCHANGE_TYPES: dict[str, Callable[[ExchangeSettings], ExchangeType]] = {
     "topic": lambda s: TopicExchange(s.engine, s.profile),
     "headers": lambda s: HeadersExchange(s.profile),
     "x-delimiter": lambda s: DelimiterExchange(),
+    "x-consistent-hash": lambda s: ConsistentHashExchange(s.name, s.arguments, s.profile),
 }
 
 
