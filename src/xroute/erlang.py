@@ -234,3 +234,29 @@ class Exs1024:
     def uniform(self) -> float:
         """``rand:uniform_s/1`` of OTP 25 for exs1024: ``V / (Max + 1)`` in floats."""
         return float(self.next()) / 18446744073709551616.0
+
+
+# ----------------------------------------------------------------- the standard order of terms
+
+# number < atom < reference < fun < port < pid < tuple < map < nil < list < bit string
+_NUMBER, _ATOM, _TUPLE, _NIL, _LIST, _BINARY = 0, 1, 6, 8, 9, 10
+
+
+def term_key(term: Any) -> tuple:
+    """A Python sort key that orders terms as Erlang's standard order (``<``, ``lists:sort``)."""
+    kind = type(term)
+    if kind is bool:
+        return (_ATOM, "true" if term else "false")
+    if kind is int or kind is float:
+        return (_NUMBER, term)
+    if kind is Atom:
+        return (_ATOM, str(term))
+    if kind is bytes or kind is bytearray:
+        return (_BINARY, bytes(term))
+    if kind is str:
+        return (_BINARY, term.encode("utf-8"))
+    if kind is tuple:
+        return (_TUPLE, len(term), tuple(term_key(t) for t in term))
+    if kind is list:
+        return (_LIST, [term_key(t) for t in term]) if term else (_NIL,)
+    raise TypeError(f"no Erlang term for {type(term).__name__}")

@@ -19,7 +19,13 @@ from xroute.errors import (
     UnknownQueue,
     short_repr,
 )
-from xroute.exchanges import ExchangeSettings, UnsupportedExchange, make_exchange_type
+from xroute.exchanges import (
+    ExchangeSettings,
+    RandomChoice,
+    UnsupportedExchange,
+    make_exchange_type,
+)
+from xroute.exchanges.recent_history import RecordedMessage
 from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
 from xroute.keys import check_pattern, check_routing_key
 from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
@@ -144,6 +150,9 @@ class Topology:
         self.engine = engine
         # What differs between RabbitMQ versions (xroute.profiles); None: 4.3, any '#' count.
         self.profile = profile(rabbitmq)
+        # How x-random and x-local-random pick: from the message unless seeded
+        # (`seed_random`); `route_candidates` gives every possible pick.
+        self.random = RandomChoice()
         # Routes of messages without headers, dropped precisely on change (xroute.route_cache).
         self._route_cache = TopologyRouteCache() if route_cache else None
         self._destinations = MatchedDestinations()  # dropped on every unbind
@@ -193,7 +202,7 @@ class Topology:
             )
         kind = make_exchange_type(
             exchange_type,
-            ExchangeSettings(name, self.engine, arguments, self.profile),
+            ExchangeSettings(name, self.engine, arguments, self.profile, self.random),
             allow_unknown=allow_unknown_type,
         )
         existing = self._exchanges.get(name)
@@ -398,6 +407,13 @@ class Topology:
         cache.put(exchange, routing_key, found, through)
         return found
 
+    def seed_random(self, seed: Any = None) -> None:
+        """Make x-random and x-local-random exchanges pick with a `random.Random` seeded with
+        ``seed``, as RabbitMQ picks at random (routes are then no longer cached). By default
+        they pick deterministically from the message id (docs/semantics.md)."""
+        self.random.seed(seed)
+        self._route_cache = None
+
     def route_cache_stats(self) -> dict[str, Any]:
         """Hits, misses and size of the route cache (empty if the topology has none)."""
         return self._route_cache.stats() if self._route_cache is not None else {}
@@ -426,6 +442,31 @@ class Topology:
         """Every queue the message may reach: `route`, except that a random exchange
         (``x-random``, ``x-local-random``) leads to all the bindings it could pick from."""
         return self._route(exchange, routing_key, headers, None, None, properties, True)
+
+    def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
+    ) -> frozenset[str]:
+        """`route`, and the message is kept by every ``x-recent-history`` exchange it passes
+        (`route` itself changes nothing)."""
+        visited: list[Exchange] = []
+        queues = self.route_message(
+            exchange,
+            routing_key,
+            headers,
+            lambda x, matched, via: visited.append(x),
+            properties=properties,
+        )
+        message = RecordedMessage(routing_key, dict(headers or {}), dict(properties or {}))
+        for passed in visited:
+            record = getattr(passed.kind, "record", None)
+            if record is not None:
+                record(message)
+        return queues
 
     def check_publish(self, exchange: str) -> Exchange:
         """The exchange a message is published to, refused as RabbitMQ does: unknown

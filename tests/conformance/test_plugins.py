@@ -55,3 +55,47 @@ def test_random_consistent_hash(plugin_mirror, seed):
             headers["CC"] = [random_key(rng)]
         messages.append(("chx", random_key(rng), headers, random_properties(rng)))
     plugin_mirror.publish_and_compare(messages)
+
+
+def random_bindings(rng: random.Random, mirror, exchange: str, queues: list[str], keys: bool):
+    """Bind queues (some twice, with other keys) and sometimes unbind one."""
+    made = []
+    for _ in range(rng.randint(1, 9)):
+        binding = (rng.choice(queues), random_key(rng) if keys else "")
+        if binding not in made:
+            mirror.bind(exchange, *binding)
+            made.append(binding)
+    if made and rng.random() < 0.3:
+        mirror.unbind(exchange, *made.pop(rng.randrange(len(made))))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_modulus_hash(plugin_mirror, seed):
+    rng = random.Random(1000 + seed)
+    plugin_mirror.exchange("mod", "x-modulus-hash")
+    queues = [f"q{i}" for i in range(rng.randint(1, 5))]
+    for queue in queues:
+        plugin_mirror.queue(queue)
+    random_bindings(rng, plugin_mirror, "mod", queues, keys=True)
+    messages = []
+    for _ in range(100):
+        headers = {"CC": [random_key(rng) for _ in range(rng.randint(1, 2))]} if rng.random() < 0.3 else {}
+        if rng.random() < 0.1:
+            headers["BCC"] = [random_key(rng)]
+        messages.append(("mod", random_key(rng), headers))
+    plugin_mirror.publish_and_compare(messages)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_exchange_lands_in_the_candidates(plugin_mirror, seed):
+    rng = random.Random(2000 + seed)
+    plugin_mirror.exchange("rnd", "x-random")
+    plugin_mirror.exchange("fan", "fanout")
+    queues = [f"q{i}" for i in range(rng.randint(1, 5))]
+    for queue in queues:
+        plugin_mirror.queue(queue)
+    random_bindings(rng, plugin_mirror, "rnd", queues, keys=True)
+    plugin_mirror.bind("fan", "rnd", "", to_exchange=True)
+    plugin_mirror.bind("fan", queues[0], "")
+    messages = [(rng.choice(["rnd", "fan"]), random_key(rng), {}) for _ in range(100)]
+    assert plugin_mirror.publish_and_compare(messages, random=True) > 0

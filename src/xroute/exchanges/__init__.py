@@ -16,6 +16,13 @@ from xroute.exchanges.consistent_hash import ConsistentHashExchange
 from xroute.exchanges.direct import DelimiterExchange, DirectExchange
 from xroute.exchanges.fanout import FanoutExchange
 from xroute.exchanges.headers import HeadersExchange
+from xroute.exchanges.pick_one import (
+    LocalRandomExchange,
+    ModulusHashExchange,
+    RandomChoice,
+    RandomExchange,
+)
+from xroute.exchanges.recent_history import RecentHistoryExchange
 from xroute.exchanges.topic import TopicExchange
 from xroute.exchanges.unsupported import UnsupportedExchange
 from xroute.profiles import DEFAULT_PROFILE, Profile
@@ -29,6 +36,8 @@ class ExchangeSettings:
     engine: str = "trie"
     arguments: Mapping[str, Any] = field(default_factory=dict)
     profile: Profile = DEFAULT_PROFILE
+    # How the random types pick (shared by the exchanges of one topology).
+    choice: RandomChoice = field(default_factory=RandomChoice)
 
 
 # The types whose routing looks only at the keys or the headers table, and that `BatchRouter`
@@ -42,6 +51,10 @@ EXCHANGE_TYPES: dict[str, Callable[[ExchangeSettings], ExchangeType]] = {
     "headers": lambda s: HeadersExchange(s.profile),
     "x-delimiter": lambda s: DelimiterExchange(),
     "x-consistent-hash": lambda s: ConsistentHashExchange(s.name, s.arguments, s.profile),
+    "x-modulus-hash": lambda s: ModulusHashExchange(s.profile),
+    "x-random": lambda s: RandomExchange(s.choice, s.profile),
+    "x-local-random": lambda s: LocalRandomExchange(s.choice, s.profile),
+    "x-recent-history": lambda s: RecentHistoryExchange(s.arguments),
 }
 
 
@@ -70,6 +83,7 @@ __all__ = [
     "STANDARD_TYPES",
     "ExchangeSettings",
     "ExchangeType",
+    "RandomChoice",
     "UnsupportedExchange",
     "make_exchange_type",
 ]
