@@ -99,3 +99,29 @@ def test_random_exchange_lands_in_the_candidates(plugin_mirror, seed):
     plugin_mirror.bind("fan", queues[0], "")
     messages = [(rng.choice(["rnd", "fan"]), random_key(rng), {}) for _ in range(100)]
     assert plugin_mirror.publish_and_compare(messages, random=True) > 0
+
+
+@pytest.mark.parametrize("length", [None, 3])
+def test_recent_history_replays_to_a_queue_bound_later(plugin_mirror, length):
+    rng = random.Random(3000 + (length or 0))
+    arguments = {"x-recent-history-length": length} if length else {}
+    mirror = plugin_mirror
+    mirror.exchange("hist", "x-recent-history", arguments=arguments)
+    mirror.queue("early")
+    mirror.bind("hist", "early", "")
+    for number in range(25):
+        headers = {"x-recent-history-no-store": True} if rng.random() < 0.2 else {}
+        tag = f"h{number}"
+        reached = mirror.topology.publish(mirror.name("hist"), "k", headers, properties={"app_id": tag})
+        assert reached == {mirror.name("early")}
+        mirror.publish("hist", "k", headers, {}, tag)
+    mirror.queue("late")
+    replayed = mirror.topology.bind(mirror.name("hist"), mirror.name("late"))
+    mirror.channel.queue_bind(mirror.name("late"), mirror.name("hist"), "")
+    got = []
+    while message := mirror.channel.basic_get(mirror.name("late"), no_ack=True):
+        got.append(message.properties["app_id"])
+    # the same messages in the same order (oldest first) as xroute's history
+    assert got == [m.properties["app_id"] for m in replayed]
+    assert 0 < len(got) <= (length or 20)
+    assert len(mirror.drain(mirror.name("early"))) == 25
