@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from xroute.destinations import MatchedDestinations
+from xroute.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
 from xroute.engines import DEFAULT_ENGINE
 from xroute.errors import (
     AccessRefused,
@@ -467,6 +468,77 @@ class Topology:
             if record is not None:
                 record(message)
         return queues
+
+    def dead_letter(
+        self,
+        queue: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        reason: str = "rejected",
+        *,
+        properties: Mapping[str, Any] | None = None,
+        exchange: str = "",
+    ) -> frozenset[str]:
+        """The queues a dead-lettered copy of a message reaches when ``queue`` rejects it,
+        it expires there or the queue overflows (``reason``: rejected, expired, maxlen,
+        delivery_limit). ``routing_key`` and ``headers`` are the message's as published (to
+        ``exchange``); see `xroute.dead_letter` for the rules."""
+        copy = self.dead_letter_copy(queue, routing_key, headers, reason, exchange=exchange)
+        return self.route_dead_letter(copy, properties=properties)
+
+    def dead_letter_copy(
+        self,
+        queue: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        reason: str = "rejected",
+        *,
+        exchange: str = "",
+        previous: DeadLetter | None = None,
+    ) -> DeadLetter:
+        """The copy ``queue`` makes when it dead-letters a message (`xroute.dead_letter`).
+        For a copy that is dead-lettered again, pass it as ``previous`` (its keys, headers
+        and dead-letter exchange stand for the message's)."""
+        if queue not in self._queues:
+            raise UnknownQueue(queue, "dead_letter")
+        if previous is not None:
+            keys, table = list(previous.keys), dict(previous.headers)
+            exchange = previous.exchange or ""
+        else:
+            check_routing_key(routing_key)
+            table = check_headers(headers)
+            keys = [routing_key]
+            keys += sender_selected_keys(table, "CC") + sender_selected_keys(table, "BCC")
+            table.pop("BCC", None)
+        return make_dead_letter(
+            queue,
+            self._queues[queue].arguments,
+            self.policies,
+            keys,
+            table,
+            reason,
+            exchange,
+            last_death_headers=self.profile.name not in ("3.10", "3.12"),
+        )
+
+    def route_dead_letter(
+        self,
+        copy: DeadLetter,
+        observer: RouteObserver | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
+    ) -> frozenset[str]:
+        """The queues a dead-lettered copy reaches through its dead-letter exchange, less the
+        queues that would close an automatic cycle."""
+        if copy.exchange is None or copy.exchange not in self._exchanges:
+            return frozenset()  # no dead-letter exchange, or a missing one: dropped
+        start = self._exchanges[copy.exchange]
+        headers: dict[str, Any] = MessageHeaders(
+            copy.headers, check_properties(properties), False
+        )
+        reached = self._walk(start, list(copy.keys), headers, observer, None)
+        deaths = copy.headers[X_DEATH]
+        return frozenset(q for q in reached if not cycling(q, deaths, copy.reason))
 
     def check_publish(self, exchange: str) -> Exchange:
         """The exchange a message is published to, refused as RabbitMQ does: unknown

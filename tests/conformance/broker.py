@@ -77,7 +77,7 @@ class Mirror:
             b"", app_id=tag, application_headers=headers or {}, **properties
         )
         with patched_encoder():
-            self.channel.basic_publish(message, self.name(short), key)
+            self.channel.basic_publish(message, self.name(short) if short else "", key)
 
     def publish_and_compare(self, messages: list[tuple], random: bool = False) -> int:
         """Publish (exchange, key, headers[, properties]) messages with confirms; assert that
