@@ -260,3 +260,202 @@ def term_key(term: Any) -> tuple:
     if kind is list:
         return (_LIST, [term_key(t) for t in term]) if term else (_NIL,)
     raise TypeError(f"no Erlang term for {type(term).__name__}")
+
+
+# ----------------------------------------------------------------- reading a term from text
+
+
+class TermSyntaxError(ValueError):
+    """Text that ``erl_scan:string`` + ``erl_parse:parse_term`` would not read as one term."""
+
+
+_ESCAPES = {"n": 10, "r": 13, "t": 9, "v": 11, "b": 8, "f": 12, "e": 27, "s": 32, "d": 127}
+
+
+class _Reader:
+    """A reader for the term syntax selectors use: atoms, numbers (``16#ff``, ``$c``,
+    floats), strings, binaries (``<<"text">>``, ``<<1,2>>``), lists and tuples, then ``.``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.at = 0
+
+    def fail(self, what: str) -> TermSyntaxError:
+        return TermSyntaxError(f"{what} at character {self.at + 1}")
+
+    def skip(self) -> None:
+        text = self.text
+        while self.at < len(text):
+            if text[self.at].isspace():
+                self.at += 1
+            elif text[self.at] == "%":  # a comment, to the end of the line
+                end = text.find("\n", self.at)
+                self.at = len(text) if end < 0 else end
+            else:
+                return
+
+    def peek(self, token: str) -> bool:
+        self.skip()
+        return self.text.startswith(token, self.at)
+
+    def expect(self, token: str) -> None:
+        if not self.peek(token):
+            raise self.fail(f"expected {token!r}")
+        self.at += len(token)
+
+    def chars(self, quote: str) -> list[int]:
+        # The characters of a quoted string or atom, escapes resolved (as code points).
+        text, out = self.text, []
+        self.at += 1
+        while True:
+            if self.at >= len(text):
+                raise self.fail("unterminated quoted text")
+            ch = text[self.at]
+            self.at += 1
+            if ch == quote:
+                return out
+            if ch != "\\":
+                out.append(ord(ch))
+                continue
+            out.append(self.escape())
+
+    def escape(self) -> int:
+        text = self.text
+        if self.at >= len(text):
+            raise self.fail("unterminated escape")
+        ch = text[self.at]
+        self.at += 1
+        if ch in "01234567":
+            digits = ch
+            while len(digits) < 3 and self.at < len(text) and text[self.at] in "01234567":
+                digits += text[self.at]
+                self.at += 1
+            return int(digits, 8)
+        if ch == "x":
+            if text.startswith("{", self.at):
+                end = text.index("}", self.at)
+                value = int(text[self.at + 1 : end], 16)
+                self.at = end + 1
+                return value
+            value = int(text[self.at : self.at + 2], 16)
+            self.at += 2
+            return value
+        if ch == "^":
+            value = ord(text[self.at]) & 31
+            self.at += 1
+            return value
+        return _ESCAPES.get(ch, ord(ch))
+
+    def number(self) -> int | float:
+        import re as _re
+
+        found = _re.compile(
+            r"[0-9][0-9_]*#[0-9a-zA-Z_]+|[0-9][0-9_]*\.[0-9][0-9_]*(?:[eE][+-]?[0-9]+)?|[0-9][0-9_]*"
+        ).match(self.text, self.at)
+        assert found is not None
+        token = found.group().replace("_", "")
+        self.at = found.end()
+        if "#" in token:
+            base, digits = token.split("#")
+            try:
+                return int(digits, int(base))
+            except ValueError:
+                raise self.fail(f"bad number {token!r}") from None
+        return float(token) if "." in token else int(token)
+
+    def term(self) -> Any:
+        self.skip()
+        if self.at >= len(self.text):
+            raise self.fail("unexpected end")
+        ch = self.text[self.at]
+        if ch == "{":
+            self.at += 1
+            return tuple(self.sequence("}"))
+        if ch == "[":
+            self.at += 1
+            return self.sequence("]")
+        if self.text.startswith("<<", self.at):
+            self.at += 2
+            return self.binary()
+        if ch == '"':
+            return self.chars('"')
+        if ch == "'":
+            return Atom("".join(map(chr, self.chars("'"))))
+        if ch == "$":
+            self.at += 1
+            if self.at >= len(self.text):
+                raise self.fail("unexpected end")
+            if self.text[self.at] == "\\":
+                self.at += 1
+                return self.escape()
+            self.at += 1
+            return ord(self.text[self.at - 1])
+        if ch in "+-":
+            self.at += 1
+            self.skip()
+            if self.at < len(self.text) and self.text[self.at].isdigit():
+                value = self.number()
+                return -value if ch == "-" else value
+            raise self.fail("a sign must be followed by a number")
+        if ch.isdigit():
+            return self.number()
+        if ch.isalpha() and ch.islower():
+            start = self.at
+            while self.at < len(self.text) and (
+                self.text[self.at].isalnum() or self.text[self.at] in "_@"
+            ):
+                self.at += 1
+            return Atom(self.text[start : self.at])
+        raise self.fail(f"unexpected {ch!r}")
+
+    def sequence(self, close: str) -> list[Any]:
+        items: list[Any] = []
+        if self.peek(close):
+            self.at += 1
+            return items
+        while True:
+            items.append(self.term())
+            if self.peek(","):
+                self.at += 1
+                continue
+            if close == "]" and self.peek("|"):
+                raise self.fail("improper lists are not supported")
+            self.expect(close)
+            return items
+
+    def binary(self) -> bytes:
+        out = bytearray()
+        if self.peek(">>"):
+            self.at += 2
+            return bytes(out)
+        while True:
+            self.skip()
+            if self.peek('"'):
+                data = self.chars('"')
+                if self.peek("/utf8"):
+                    self.at += len("/utf8")
+                    out += "".join(map(chr, data)).encode("utf-8")
+                else:
+                    out += bytes(c & 0xFF for c in data)
+            else:
+                value = self.term()
+                if type(value) is not int:
+                    raise self.fail("a binary holds integers and strings")
+                out.append(value & 0xFF)
+            if self.peek(","):
+                self.at += 1
+                continue
+            self.expect(">>")
+            return bytes(out)
+
+
+def parse_term(text: str) -> Any:
+    """The term in ``text``, which must end with ``.`` as ``erl_parse:parse_term`` wants;
+    `TermSyntaxError` otherwise."""
+    reader = _Reader(text)
+    term = reader.term()
+    reader.expect(".")
+    reader.skip()
+    if reader.at != len(text):
+        raise reader.fail("text after the term")
+    return term

@@ -125,3 +125,115 @@ def test_recent_history_replays_to_a_queue_bound_later(plugin_mirror, length):
     assert got == [m.properties["app_id"] for m in replayed]
     assert 0 < len(got) <= (length or 20)
     assert len(mirror.drain(mirror.name("early"))) == 25
+
+
+JMS_NAMES = ["colour", "n", "x", "é"]
+JMS_VALUES = [0, 1, 5, -3, 2.5, 1.0, "blue", "bl_e", "b%", "", "5", True, False, 2**40]
+
+
+def erl_binary(text: str) -> str:
+    return "<<" + ",".join(str(b) for b in text.encode("utf-8")) + ">>"
+
+
+def erl_literal(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return erl_binary(value)
+    return repr(value)
+
+
+def random_selector(rng: random.Random, depth: int = 0) -> str:
+    ident = f"{{'ident', {erl_binary(rng.choice(JMS_NAMES))}}}"
+
+    def operand() -> str:
+        roll = rng.random()
+        if roll < 0.5:
+            return ident
+        if roll < 0.85 or depth > 1:
+            return erl_literal(rng.choice(JMS_VALUES))
+        return f"{{'{rng.choice('+-*/')}', {ident}, {erl_literal(rng.choice([1, 2, 0, 0.5]))}}}"
+
+    roll = rng.random()
+    if depth < 2 and roll < 0.25:
+        op = rng.choice(["and", "or"])
+        return f"{{'{op}', {random_selector(rng, depth + 1)}, {random_selector(rng, depth + 1)}}}"
+    if depth < 2 and roll < 0.32:
+        return f"{{'not', {random_selector(rng, depth + 1)}}}"
+    if roll < 0.45:
+        pattern = erl_binary(rng.choice(["bl%", "_lue", "b\\\\%", "%", "bl!_e", "", "%e"]))
+        escape = rng.choice(["no_escape", erl_binary("!"), erl_binary("\\\\")])
+        op = rng.choice(["like", "not_like"])
+        return f"{{'{op}', {ident}, {pattern}, {escape}}}"
+    if roll < 0.55:
+        items = ", ".join(erl_literal(rng.choice(JMS_VALUES)) for _ in range(rng.randint(0, 3)))
+        return f"{{'{rng.choice(['in', 'not_in'])}', {ident}, [{items}]}}"
+    if roll < 0.65:
+        op = rng.choice(["between", "not_between"])
+        return f"{{'{op}', {operand()}, {operand()}, {operand()}}}"
+    if roll < 0.72:
+        return f"{{'{rng.choice(['is_null', 'not_null'])}', {ident}}}"
+    op = rng.choice(["=", "<>", ">", "<", ">=", "<="])
+    return f"{{'{op}', {operand()}, {operand()}}}"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_jms_selectors(plugin_mirror, seed):
+    from xroute import RoutingFailed
+
+    rng = random.Random(5000 + seed)
+    m = plugin_mirror
+    m.exchange("jms", "x-jms-topic")
+    for i in range(4):
+        m.queue(f"q{i}")
+    for i in range(8):
+        selector = random_selector(rng) + "."
+        m.bind("jms", f"q{rng.randrange(4)}", f"k{i}", {"rjms_erlang_selector": selector})
+    messages, failing = [], 0
+    for _ in range(250):
+        headers = {n: rng.choice(JMS_VALUES) for n in rng.sample(JMS_NAMES, rng.randint(0, 4))}
+        try:
+            m.topology.route(m.name("jms"), "", headers)
+        except RoutingFailed:
+            failing += 1  # RabbitMQ would close the connection: test_jms_evaluation_failure
+            continue
+        messages.append(("jms", "", headers))
+    assert len(messages) > 30 and failing > 0
+    assert m.publish_and_compare(messages) > 0
+
+
+def test_jms_evaluation_failure_closes_the_connection(plugins_url):
+    import uuid
+
+    import amqp
+
+    from xroute import RoutingFailed, Topology
+    from xroute.bench.rabbitmq import connect
+
+    name = f"xroute-jms-{uuid.uuid4().hex[:8]}"
+    t = Topology(rabbitmq="3.10")
+    selector = "{'>', {'+', {'ident', <<\"n\">>}, 1}, 0}."
+    t.declare_exchange(name, "x-jms-topic")
+    t.declare_queue(name)
+    t.bind(name, name, "", {"rjms_erlang_selector": selector})
+    with pytest.raises(RoutingFailed):
+        t.route(name, "", {"n": "text"})  # arithmetic on a string
+    assert t.route(name, "", {"n": 1}) == {name}
+    connection = connect(plugins_url)
+    channel = connection.channel()
+    channel.exchange_declare(name, "x-jms-topic", auto_delete=False)
+    channel.queue_declare(name, auto_delete=False)
+    channel.queue_bind(name, name, "", arguments={"rjms_erlang_selector": selector})
+    with pytest.raises(amqp.exceptions.AMQPError):
+        channel.basic_publish(amqp.Message(b"", application_headers={"n": "text"}), name, "")
+    with contextlib_closing(connect(plugins_url)) as again:
+        channel = again.channel()
+        assert channel.queue_declare(name, passive=True).message_count == 0
+        channel.exchange_delete(name)
+        channel.queue_delete(name)
+
+
+def contextlib_closing(connection):
+    import contextlib
+
+    return contextlib.closing(connection)

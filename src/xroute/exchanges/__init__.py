@@ -16,6 +16,7 @@ from xroute.exchanges.consistent_hash import ConsistentHashExchange
 from xroute.exchanges.direct import DelimiterExchange, DirectExchange
 from xroute.exchanges.fanout import FanoutExchange
 from xroute.exchanges.headers import HeadersExchange
+from xroute.exchanges.jms_topic import JmsTopicExchange
 from xroute.exchanges.pick_one import (
     LocalRandomExchange,
     ModulusHashExchange,
@@ -55,6 +56,7 @@ EXCHANGE_TYPES: dict[str, Callable[[ExchangeSettings], ExchangeType]] = {
     "x-random": lambda s: RandomExchange(s.choice, s.profile),
     "x-local-random": lambda s: LocalRandomExchange(s.choice, s.profile),
     "x-recent-history": lambda s: RecentHistoryExchange(s.arguments),
+    "x-jms-topic": lambda s: JmsTopicExchange(s.name),
 }
 
 
