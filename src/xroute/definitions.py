@@ -15,6 +15,22 @@ from xroute.storage import is_uri, locate
 from xroute.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 _SECTIONS = ("queues", "exchanges", "bindings", "policies")
+# The version profile an export is to be read with, when a command adds one (`with_profile`):
+# it travels with the definitions to Spark's workers. RabbitMQ ignores keys it does not know.
+PROFILE_KEY = "xroute_rabbitmq"
+
+
+def with_profile(
+    source: str | Path | Mapping[str, Any], rabbitmq: str | None
+) -> str | Path | Mapping[str, Any]:
+    """``source`` as it is without a profile; else the parsed export carrying ``rabbitmq``
+    (`PROFILE_KEY`), which `load_definitions` honours when it is given none itself."""
+    if rabbitmq is None:
+        return source
+    from xroute.profiles import profile
+
+    profile(rabbitmq)  # an unknown version fails here
+    return {**read_definitions(source), PROFILE_KEY: rabbitmq}
 
 
 def read_definitions(
@@ -164,6 +180,8 @@ def load_definitions(
     in the order they were made. ``rabbitmq`` is a version profile (`xroute.profiles`).
     """
     defs = read_definitions(source, vhost, password=password)
+    if rabbitmq is None:
+        rabbitmq = defs.get(PROFILE_KEY)
     chosen = pick_vhost(defs, vhost)
 
     def of_vhost(section: str) -> list[dict[str, Any]]:

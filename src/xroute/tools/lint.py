@@ -48,17 +48,21 @@ def lint_definitions(
     summary: str | Path | Mapping[str, Any] | None = None,
     large_exchange: int = LARGE_EXCHANGE,
     engine: str = "trie",
+    rabbitmq: str | None = None,
 ) -> LintReport:
     """Lint a RabbitMQ definitions export (a path, JSON text or a parsed dict).
 
     ``keys`` (`xroute.tools.cost.read_keys`) are real routing keys to measure the topic
     exchanges' cost on; ``summary`` is the pipeline's summary.json, whose bindings with no hits
-    are reported as never matched.
+    are reported as never matched. ``rabbitmq`` is the version profile bindings are checked
+    against (a topic key with more than two '#' is refused under "4.3").
     """
     defs = read_definitions(source, vhost)
     chosen = pick_vhost(defs, vhost)
     raw = [e for e in section_entries(defs, "bindings") if e.get("vhost", chosen) == chosen]
-    topology = load_definitions({**defs, "bindings": []}, vhost=chosen, engine=engine)
+    topology = load_definitions(
+        {**defs, "bindings": []}, vhost=chosen, engine=engine, rabbitmq=rabbitmq
+    )
     findings = list(_bind_all(topology, raw))
     findings += lint_topology(topology, large_exchange=large_exchange)
     if summary is not None:
@@ -235,12 +239,12 @@ def _topic_findings(name: str, bindings: list[Binding], large_exchange: int) -> 
                     binding=binding_ref(binding),
                 )
             )
-        if normal.count(HASH) > MAX_HASH_WORDS_43:
+        if words.count(HASH) > MAX_HASH_WORDS_43:
             findings.append(
                 Finding(
                     "too-many-hash-words",
                     "warning",
-                    f"{binding.routing_key!r} has {normal.count(HASH)} '#' words",
+                    f"{binding.routing_key!r} has {words.count(HASH)} '#' words",
                     "RabbitMQ 4.3.5 and later refuse a binding key with more than two '#' "
                     "(406), because their trie walk grows exponentially in them",
                     "split the binding into several with at most two '#' each, or route on "
