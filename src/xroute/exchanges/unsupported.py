@@ -10,26 +10,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from xroute.errors import UnsupportedExchangeType
-from xroute.keys import check_pattern
+from xroute.exchanges.fanout import FanoutExchange
 from xroute.model import Binding
 
 
-class UnsupportedExchange:
+class UnsupportedExchange(FanoutExchange):
     """Keeps the bindings of an exchange of unknown type; routing through it raises."""
 
     def __init__(self, exchange: str, type_name: str) -> None:
+        super().__init__()
         self.exchange = exchange
         self.type_name = type_name
-        self._bindings: set[Binding] = set()
-
-    def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
-        check_pattern(routing_key)
-
-    def bind(self, binding: Binding) -> None:
-        self._bindings.add(binding)
-
-    def unbind(self, binding: Binding) -> None:
-        self._bindings.discard(binding)
 
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         raise UnsupportedExchangeType(self.exchange, self.type_name)
