@@ -32,25 +32,17 @@ class Profile:
     # x-modulus-hash: bindings taken in Erlang term order of their destination (4.3) rather
     # than in the order the binding store lists them.
     modulus_sorted: bool
-    # x-modulus-hash and x-local-random are core exchange types (4.3+); before they came with
-    # the sharding plugin and did not exist at all, respectively.
-    core_modulus_and_local_random: bool
     # The AMQP reply code for declaring an exchange of an unknown type.
     unknown_type_reply_code: int
 
-    @property
-    def label(self) -> str:
-        """The profile's name as the CLI spells it (``default`` without one)."""
-        return self.name or "default"
-
 
 _PROFILES = {
-    None: Profile(None, False, 10_000, None, False, True, True, 503),
-    "4.3": Profile("4.3", False, 10_000, 2, False, True, True, 503),
-    "4.0": Profile("4.0", False, None, None, False, False, False, 503),
-    "3.13": Profile("3.13", False, None, None, True, False, False, 503),
-    "3.12": Profile("3.12", True, None, None, True, False, False, 503),
-    "3.10": Profile("3.10", True, None, None, True, False, False, 503),
+    None: Profile(None, False, 10_000, None, False, True, 503),
+    "4.3": Profile("4.3", False, 10_000, 2, False, True, 503),
+    "4.0": Profile("4.0", False, None, None, False, False, 503),
+    "3.13": Profile("3.13", False, None, None, True, False, 503),
+    "3.12": Profile("3.12", True, None, None, True, False, 503),
+    "3.10": Profile("3.10", True, None, None, True, False, 503),
 }
 
 
