@@ -79,3 +79,41 @@ def test_jump_consistent_hash_equals_rabbitmqs_in_erlang():
     assert [jump_consistent_hash(b, 100) for b in binaries] == [
         jump_consistent_hash(phash2(b), 100) for b in binaries
     ]
+
+
+def test_modulus_hash_of_43_equals_rabbitmqs_in_erlang():
+    # RabbitMQ 4.3's route/3 of x-modulus-hash over #resource{} destinations, in Erlang.
+    from xroute import Topology
+
+    rng = random.Random(13)
+    names = ["a", "b", "q1", "q10", "q2", "é"]
+    t = Topology(rabbitmq="4.3")
+    t.declare_exchange("m", "x-modulus-hash")
+    t.declare_exchange("x", "fanout")
+    bound = []
+    for name in names:
+        t.declare_queue(name)
+    for _ in range(9):
+        kind, name = rng.choice([("queue", n) for n in names] + [("exchange", "x")])
+        key = rng.choice(["", "k", "z"])
+        if (kind, name, key) not in bound:
+            bound.append((kind, name, key))
+            t.bind("m", name, key, destination_type=kind)
+    destinations = "[" + ",".join(
+        f"{{resource, <<\"/\">>, {kind}, {term_text(name)}}}" for kind, name, _ in bound
+    ) + "]"
+    messages = [[random_key(rng) for _ in range(rng.randint(1, 3))] for _ in range(60)]
+    got = evaluate(
+        f"[binary_to_list(element(4, lists:nth(erlang:phash2(Keys, 134217728) rem {len(bound)} "
+        f"+ 1, lists:sort({destinations})))) "
+        f"|| Keys <- {term_text([[k.encode() for k in m] for m in messages])}]"
+    )
+    for keys, name in zip(messages, got):
+        headers = {"CC": keys[1:]} if keys[1:] else None
+        reached = t.route("m", keys[0], headers)
+        expected = bytes(name).decode()  # a queue, or the exchange 'x' (no queue behind it)
+        assert reached == ({expected} if expected in names else set())
+
+
+def random_key(rng: random.Random) -> str:
+    return ".".join(rng.choice(["a", "b", "é", ""]) for _ in range(rng.randint(0, 3)))
