@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from xroute.erlang import Atom
+from xroute.erlang import format_term
 
 
 def erl() -> str:
@@ -21,25 +21,7 @@ def erl() -> str:
     return found
 
 
-def term_text(term: Any) -> str:
-    """``term`` written as Erlang source."""
-    if type(term) is Atom:
-        return "'" + str(term).replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if type(term) is bool:
-        return "true" if term else "false"
-    if isinstance(term, (bytes, bytearray)):
-        return "<<" + ",".join(str(b) for b in term) + ">>"
-    if isinstance(term, str):
-        return term_text(term.encode("utf-8"))
-    if type(term) is int:
-        return str(term)
-    if type(term) is float:
-        return repr(term) if "." in repr(term) and "e" not in repr(term) else "%.17e" % term
-    if isinstance(term, tuple):
-        return "{" + ",".join(term_text(t) for t in term) + "}"
-    if isinstance(term, list):
-        return "[" + ",".join(term_text(t) for t in term) + "]"
-    raise TypeError(type(term))
+term_text = format_term  # ``term`` written as Erlang source
 
 
 def evaluate(expression: str) -> Any:

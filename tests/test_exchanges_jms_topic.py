@@ -86,3 +86,34 @@ def test_bindings_and_their_selectors():
     # ...and removing either leaves the other matching nothing
     t.unbind("j", "q", "k", {"rjms_erlang_selector": f"{{'=', {ID % 'n'}, 2}}."})
     assert len(t.bindings("j")) == 1 and t.route("j", "", {"n": 1}) == frozenset()
+
+
+@pytest.mark.parametrize(
+    "sql, headers, expected",
+    [
+        ("colour = 'blue' AND weight > 2", {"colour": "blue", "weight": 3}, True),
+        ("colour = 'blue' AND weight > 2", {"colour": "blue"}, False),
+        ("NOT (colour = 'blue') OR weight IS NULL", {"colour": "red", "weight": 1}, True),
+        ("n NOT BETWEEN 1 AND 3", {"n": 4}, True),
+        ("s LIKE 'a!%' ESCAPE '!'", {"s": "a%"}, True),
+        ("s NOT IN ('x', 'it''s')", {"s": "it's"}, False),
+        ("-n * 2 + 1 = -5", {"n": 3}, True),
+        ("flag = TRUE AND price / 2 >= 1.5", {"flag": True, "price": 3}, True),
+    ],
+)
+def test_sql_selectors_compile_to_the_same_terms(sql, headers, expected):
+    from xroute.exchanges.jms_sql import sql_selector
+
+    t = Topology()
+    t.declare_exchange("j", "x-jms-topic")
+    t.declare_queue("q")
+    t.bind("j", "q", "", {"rjms_erlang_selector": sql_selector(sql)})
+    assert (t.route("j", "", headers) == {"q"}) is expected
+
+
+def test_bad_sql_is_named():
+    from xroute.exchanges.jms_sql import sql_selector
+
+    for bad in ("colour =", "a NOT = 1", "x IN (1)", "(a = 1", "a = 1 b"):
+        with pytest.raises(SelectorError):
+            sql_selector(bad)

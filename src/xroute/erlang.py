@@ -459,3 +459,27 @@ def parse_term(text: str) -> Any:
     if reader.at != len(text):
         raise reader.fail("text after the term")
     return term
+
+
+def format_term(term: Any) -> str:
+    """``term`` as Erlang source text (binaries as byte lists, floats exact)."""
+    kind = type(term)
+    if kind is Atom:
+        return "'" + str(term).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if kind is bool:
+        return "true" if term else "false"
+    if kind is bytes or kind is bytearray:
+        if all(32 <= b < 127 and b not in b'"\\' for b in term):
+            return '<<"' + bytes(term).decode("ascii") + '">>'
+        return "<<" + ",".join(str(b) for b in term) + ">>"
+    if kind is str:
+        return format_term(term.encode("utf-8"))
+    if kind is int:
+        return str(term)
+    if kind is float:
+        return repr(term) if "." in repr(term) and "e" not in repr(term) else "%.17e" % term
+    if kind is tuple:
+        return "{" + ",".join(format_term(t) for t in term) + "}"
+    if kind is list:
+        return "[" + ",".join(format_term(t) for t in term) + "]"
+    raise TypeError(f"no Erlang term for {type(term).__name__}")

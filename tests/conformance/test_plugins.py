@@ -237,3 +237,31 @@ def contextlib_closing(connection):
     import contextlib
 
     return contextlib.closing(connection)
+
+
+def test_sql_selectors_route_as_the_broker_does(plugin_mirror):
+    from xroute.exchanges.jms_sql import sql_selector
+
+    rng = random.Random(6000)
+    m = plugin_mirror
+    m.exchange("sql", "x-jms-topic")
+    selectors = [
+        "colour = 'blue' OR n > 2",
+        "n BETWEEN 0 AND 1.5 AND NOT (colour LIKE 'b%')",
+        "x IN ('5', 'blue') OR n IS NULL",
+        "colour NOT LIKE 'bl!_e' ESCAPE '!'",
+    ]
+    for i, sql in enumerate(selectors):
+        m.queue(f"q{i}")
+        m.bind("sql", f"q{i}", "", {"rjms_erlang_selector": sql_selector(sql)})
+    messages = []
+    for _ in range(200):
+        headers = {
+            "colour": rng.choice(["blue", "bl_e", "red", ""]),
+            "x": rng.choice(["5", "blue", "y"]),
+            "n": rng.choice([0, 1, 2.5, 3, -1]),
+        }
+        for name in rng.sample(list(headers), rng.randint(0, 2)):
+            del headers[name]
+        messages.append(("sql", "", headers))
+    assert m.publish_and_compare(messages) > 0
