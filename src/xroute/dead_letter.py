@@ -45,7 +45,9 @@ def policy_definition(
     """The definition of the policy of highest priority whose pattern matches ``name`` and
     that applies to ``kind`` (``queues`` or ``exchanges``); empty if none does."""
     best: tuple[int, Mapping[str, Any]] | None = None
-    applies = ("all", kind) if kind == "exchanges" else ("all", kind, "classic_queues", "quorum_queues")
+    applies = ["all", kind]
+    if kind == "queues":
+        applies += ["classic_queues", "quorum_queues"]
     for policy in policies:
         if policy.get("apply-to", "all") not in applies:
             continue

@@ -350,7 +350,9 @@ class _Reader:
         import re as _re
 
         found = _re.compile(
-            r"[0-9][0-9_]*#[0-9a-zA-Z_]+|[0-9][0-9_]*\.[0-9][0-9_]*(?:[eE][+-]?[0-9]+)?|[0-9][0-9_]*"
+            r"[0-9][0-9_]*#[0-9a-zA-Z_]+"
+            r"|[0-9][0-9_]*\.[0-9][0-9_]*(?:[eE][+-]?[0-9]+)?"
+            r"|[0-9][0-9_]*"
         ).match(self.text, self.at)
         assert found is not None
         token = found.group().replace("_", "")

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from xroute.destinations import MatchedDestinations
 from xroute.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
+from xroute.destinations import MatchedDestinations
 from xroute.engines import DEFAULT_ENGINE
 from xroute.errors import (
     AccessRefused,

@@ -1,4 +1,4 @@
-"""The private RabbitMQ node with the exchange-type plugins, for tests/conformance/test_plugins.py."""
+"""The private RabbitMQ node with the exchange-type plugins, for the plugin conformance tests."""
 
 from __future__ import annotations
 

@@ -50,9 +50,11 @@ def test_random_dead_letter_chains_through_ttl_0(plugin_mirror, seed):
     for i in range(5):
         arguments = {}
         if rng.random() < 0.7:
-            arguments["x-dead-letter-exchange"] = rng.choice([m.name(x) for x in exchanges] + ["", m.name("missing")])
+            targets = [m.name(x) for x in exchanges] + ["", m.name("missing")]
+            arguments["x-dead-letter-exchange"] = rng.choice(targets)
             if rng.random() < 0.4:
-                arguments["x-dead-letter-routing-key"] = rng.choice(KEYS + [m.name(f"q{rng.randrange(5)}")])
+                keys = KEYS + [m.name(f"q{rng.randrange(5)}")]  # "" routes by queue name
+                arguments["x-dead-letter-routing-key"] = rng.choice(keys)
         if rng.random() < 0.5:
             arguments["x-message-ttl"] = 0
             expiring.add(m.name(f"q{i}"))

@@ -12,7 +12,9 @@ from tests.conformance.plugins import plugin_mirror, plugins_url  # noqa: F401 (
 pytestmark = pytest.mark.conformance
 
 WORDS = ["a", "b", "c", "", "order", "42", "-7", "é"]
-HEADER_VALUES = [1, 7, -3, 2**40, 0, 2.5, "k1", "k2", b"k3", "", True, False, None, [1, "a"], {"n": 1}]
+HEADER_VALUES = [
+    1, 7, -3, 2**40, 0, 2.5, "k1", "k2", b"k3", "", True, False, None, [1, "a"], {"n": 1}
+]
 
 
 def random_key(rng: random.Random) -> str:

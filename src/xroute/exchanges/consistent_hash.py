@@ -3,8 +3,8 @@ picked by a jump consistent hash over a ring of buckets.
 
 - A binding's key is its weight: that many buckets, numbered on from the last one, in the
   order bindings are made (a definitions export's order stands for it).
-- A binding to a destination that already has buckets adds none. Removing any binding to a destination removes all of its buckets, and the buckets
-  after them move down.
+- A binding to a destination that already has buckets adds none. Removing any binding to a
+  destination removes all of its buckets, and the buckets after them move down.
 - The value hashed is the first routing key, or the header named by the exchange's
   ``hash-header``, or the property named by ``hash-property`` (``message_id``,
   ``correlation_id``, ``timestamp`` as decimal text). An integer is the key itself; anything

@@ -458,8 +458,9 @@ def render_tree(explanation: Explanation) -> Tree:
     if explanation.dead_letter is not None:
         copy = explanation.dead_letter
         root.label = (
-            f"copy dead-lettered by queue [bold]{escape(repr(copy.queue))}[/] ({escape(copy.reason)}) "
-            f"to exchange {escape(repr(copy.exchange))}, keys {escape(keys)}"
+            f"copy dead-lettered by queue [bold]{escape(repr(copy.queue))}[/] "
+            f"({escape(copy.reason)}) to exchange {escape(repr(copy.exchange))}, "
+            f"keys {escape(keys)}"
         )
         if copy.exchange is None:
             root.add("[bold red]dropped[/]: the queue has no dead-letter exchange")
