@@ -95,12 +95,26 @@ class ModulusHashExchange(_PickOne):
 
     type_name = "x-modulus-hash"
 
+    def __init__(self, profile: Profile = DEFAULT_PROFILE) -> None:
+        super().__init__(profile)
+        self._by_destination: list[Binding] | None = None
+
+    def bind(self, binding: Binding) -> None:
+        super().bind(binding)
+        self._by_destination = None
+
+    def unbind(self, binding: Binding) -> None:
+        super().unbind(binding)
+        self._by_destination = None
+
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         listed = self.listed()
         if not listed:
             return ()
         if self.profile.modulus_sorted:
-            listed = sorted(listed, key=destination_key)
+            if self._by_destination is None:
+                self._by_destination = sorted(listed, key=destination_key)
+            listed = self._by_destination
         return (listed[phash2(routing_keys(list(keys)), PHASH2_RANGE) % len(listed)],)
 
 
