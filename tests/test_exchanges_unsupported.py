@@ -79,3 +79,23 @@ def test_batch_and_pipeline_reject_those_records_with_the_reason():
     assert outcome.delivery_rows.tolist() == [0]
     assert sorted(outcome.errors) == [1, 2]
     assert all("x-made-up" in str(error) for error in outcome.errors.values())
+
+
+def test_batches_take_the_fast_walk_unless_a_plugin_type_is_reachable():
+    t = Topology()
+    t.declare_exchange("plain", "topic")
+    t.declare_exchange("hash", "x-consistent-hash")
+    t.declare_exchange("falls-to-hash", "direct", arguments={"alternate-exchange": "hash"})
+    for queue in ("a", "b"):
+        t.declare_queue(queue)
+        t.bind("hash", queue, "1")
+    t.bind("plain", "a", "x.#")
+    t.bind("falls-to-hash", "b", "k")
+    router = BatchRouter(t)
+    assert router.reads_properties
+    assert not router._reaches_a_plugin_type("plain")
+    assert router._reaches_a_plugin_type("falls-to-hash")
+    keys = ["x.1", "y", "k", "other", "x"]
+    for exchange in ("plain", "falls-to-hash", "hash"):
+        routes = router.route(exchange, keys)
+        assert [routes.queues(i) for i in range(len(keys))] == [t.route(exchange, k) for k in keys]

@@ -15,7 +15,8 @@ Messages whose ``CC``/``BCC`` headers add routing keys take `Topology.route_mess
 one by one: they are rare, and it keeps the batch walk to one key per message. So does every
 message of a topology with an exchange of a type beyond the standard ones (consistent hash,
 random, JMS topic...: `xroute.exchanges.STANDARD_TYPES`), whose routing may read the message's
-properties, or the whole header table with the keys.
+properties, or the whole header table with the keys, when such an exchange can be reached
+from the one the batch is published to (through exchange-to-exchange bindings or alternates).
 """
 
 from __future__ import annotations
@@ -94,11 +95,12 @@ class BatchRouter:
             else:
                 self._to_exchange[i] = self._exchange_index[name]
         self._identity = np.arange(len(self.bindings), dtype=np.int64)
-        # Any exchange of another type: every message goes through Topology.route_message.
-        self._one_by_one = any(x.type not in STANDARD_TYPES for x in self._exchanges)
+        # Per exchange published to: whether an exchange of another type can be reached from
+        # it (then every message goes through Topology.route_message).
+        self._plugin_reachable: dict[str, bool] = {}
         #: Whether routing may read the messages' basic properties (the pipeline then reads
         #: its message_id, correlation_id and timestamp columns).
-        self.reads_properties = self._one_by_one
+        self.reads_properties = any(x.type not in STANDARD_TYPES for x in self._exchanges)
         # Per topic exchange: matcher destination id -> binding index (rebuilt if ids change).
         self._id_maps: dict[str, tuple[int, np.ndarray]] = {}
 
@@ -124,7 +126,7 @@ class BatchRouter:
         size = len(keys)
         errors: dict[int, XRouteError] = {}
         valid = self._valid_keys(keys, errors)
-        if self._one_by_one:
+        if self._reaches_a_plugin_type(exchange):
             hits = np.zeros(len(self.bindings), dtype=np.int64)
             fine = [i for i in range(size) if i not in errors]
             rows, queue_ids = self._route_one_by_one(
@@ -173,6 +175,31 @@ class BatchRouter:
         offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
         return BatchRoutes(offsets, queue_ids.astype(np.int32), errors, hits, self.queues)
+
+    def _reaches_a_plugin_type(self, exchange: str) -> bool:
+        """Whether a message published to ``exchange`` may meet an exchange whose type is not
+        one of `STANDARD_TYPES` (following every binding to an exchange and every alternate)."""
+        found = self._plugin_reachable.get(exchange)
+        if found is not None:
+            return found
+        exchanges = self.topology.exchanges
+        leads_to: dict[str, set[str]] = {}
+        for binding in self.bindings:
+            if binding.destination.kind == "exchange":
+                leads_to.setdefault(binding.source, set()).add(binding.destination.name)
+        seen, pending, found = {exchange}, [exchange], False
+        while pending and not found:
+            here = exchanges.get(pending.pop())
+            if here is None:
+                continue
+            found = here.type not in STANDARD_TYPES
+            following = set(leads_to.get(here.name, ()))
+            if here.alternate_exchange is not None:
+                following.add(here.alternate_exchange)
+            pending += [name for name in following - seen]
+            seen |= following
+        self._plugin_reachable[exchange] = found
+        return found
 
     # ------------------------------------------------------------------ validation
 
