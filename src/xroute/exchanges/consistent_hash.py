@@ -106,6 +106,7 @@ class ConsistentHashExchange:
         self.profile = profile
         self.buckets: dict[int, Binding] = {}
         self._next = 0
+        self._owners: dict[Destination, range] = {}  # each destination's buckets
 
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
         check_pattern(routing_key)
@@ -113,12 +114,13 @@ class ConsistentHashExchange:
 
     def bind(self, binding: Binding) -> None:
         destination = binding.destination
-        if any(b.destination == destination for b in self.buckets.values()):
+        if destination in self._owners:
             return  # RabbitMQ keeps one set of buckets per destination (seen on 3.10.8 too)
-        count = weight(binding.routing_key, None)
-        for number in range(self._next, self._next + count):
+        owned = range(self._next, self._next + weight(binding.routing_key, None))
+        for number in owned:
             self.buckets[number] = binding
-        self._next += count
+        self._owners[destination] = owned
+        self._next = owned.stop
 
     def unbind(self, binding: Binding) -> None:
         self._remove(binding.destination)
@@ -126,18 +128,18 @@ class ConsistentHashExchange:
     def _remove(self, destination: Destination) -> None:
         # As RabbitMQ's ch_hash_ring_delete_fun: every bucket of the destination goes (they are
         # contiguous); those above them move down by as many.
-        own = sorted(n for n, b in self.buckets.items() if b.destination == destination)
-        if not own:
+        own = self._owners.pop(destination, None)
+        if own is None:
             return
-        first, last, count = own[0], own[-1], len(own)
-        kept = {n: b for n, b in self.buckets.items() if n < first}
-        kept.update((n - count, b) for n, b in self.buckets.items() if n > last)
+        count = len(own)
+        kept = {n: b for n, b in self.buckets.items() if n < own.start}
+        kept.update((n - count, b) for n, b in self.buckets.items() if n >= own.stop)
         self.buckets = kept
+        self._owners = {
+            d: (r if r.start < own.start else range(r.start - count, r.stop - count))
+            for d, r in self._owners.items()
+        }
         self._next -= count
-
-    def ring(self) -> list[tuple[int, Binding]]:
-        """The buckets in order: (number, binding)."""
-        return sorted(self.buckets.items(), key=lambda item: item[0])
 
     def hashed_value(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Any:
         """The Erlang term RabbitMQ hashes for this message."""

@@ -317,4 +317,4 @@ class JmsTopicExchange:
         return matched
 
 
-__all__: list[str] = ["JmsTopicExchange", "compile_selector", "evaluate", "selector_matches"]
+__all__ = ["JmsTopicExchange", "compile_selector", "evaluate", "selector_matches"]

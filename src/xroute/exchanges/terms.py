@@ -60,8 +60,7 @@ def table(headers: dict[str, Any]) -> list[tuple[bytes, Atom, Any]]:
 def plain(value: Any) -> Any:
     """A header value as RabbitMQ 3.13 and later route on it: the value without its type
     (strings as binaries, a timestamp as its integer); arrays and tables keep their types."""
-    kind, term = typed(value)
-    return term if kind not in ("void",) else UNDEFINED
+    return typed(value)[1]
 
 
 def binary_or_undefined(value: Any) -> Any:
