@@ -115,3 +115,11 @@ def test_properties_and_headers_hash_as_each_version_does():
     ided = topology_of(ring, {"hash-property": "message_id"})
     assert _only_queue(ided) == QUEUES[jump_consistent_hash(UNDEFINED, 12) // 3]
     assert phash2(UNDEFINED) != phash2(b"")  # an absent property is not an empty one
+
+
+def test_bad_properties_are_named():
+    t = topology_of([(True, "q0", 1)], {"hash-property": "timestamp"})
+    assert t.route("chx", "k", properties={"timestamp": "1700000000"}) == {"q0"}
+    for bad in ({"timestamp": "tomorrow"}, {"timestamp": -1}, {"colour": "blue"}, ["message_id"]):
+        with pytest.raises(InvalidArguments):
+            t.route("chx", "k", properties=bad)

@@ -5,6 +5,7 @@ exchanges, the default exchange)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,18 @@ def check_properties(properties: Any) -> dict[str, Any]:
             f"{', '.join(BASIC_PROPERTIES)}",
             properties,
         )
-    return {name: value for name, value in properties.items() if value is not None}
+    checked = {name: value for name, value in properties.items() if value is not None}
+    stamp = checked.get("timestamp")
+    if stamp is not None and not isinstance(stamp, datetime):
+        if isinstance(stamp, str) and stamp.isdigit():
+            stamp = checked["timestamp"] = int(stamp)
+        if type(stamp) is not int or not 0 <= stamp < 2**64:
+            raise InvalidArguments(
+                f"the timestamp property is seconds since 1970 (an integer) or a datetime, got "
+                f"{short_repr(stamp)}",
+                properties,
+            )
+    return checked
 
 
 def _check_name(name: Any, what: str) -> str:
