@@ -2,10 +2,12 @@
 # make conformance: the differential tests against a real RabbitMQ, which is $XROUTE_AMQP_URL,
 # else one answering on 127.0.0.1:5672, else a private node started on loopback (Debian's
 # rabbitmq-server, installed if absent) and stopped when the tests end.
-# XROUTE_CONFORMANCE_PRIVATE=1 always starts a private node.
+# XROUTE_CONFORMANCE_PRIVATE=1 always starts a private node. A second private node with the
+# exchange-type plugins (consistent hash, random, JMS topic, recent history, sharding) is always
+# started for tests/conformance/test_plugins.py and test_dead_letter.py, on its own ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 private=()
 if [ -n "${XROUTE_CONFORMANCE_PRIVATE:-}" ]; then private=(--private); fi
-exec .venv/bin/python -m xroute.bench.rabbitmq "${private[@]}" -- \
+exec .venv/bin/python -m xroute.bench.rabbitmq "${private[@]}" --plugins -- \
     .venv/bin/python -m pytest -m conformance tests/conformance -p no:cacheprovider

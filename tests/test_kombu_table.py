@@ -50,8 +50,8 @@ def test_bad_rows_and_arguments_are_clear_errors():
         decode_arguments("^a$")
     with pytest.raises(InvalidArguments, match="x-match"):
         encode_arguments({"x-match": "most"})
-    with pytest.raises(UnknownExchangeType, match="x-consistent-hash"):
-        TableRouter("x-consistent-hash")
+    with pytest.raises(UnknownExchangeType, match="x-made-up"):
+        TableRouter("x-made-up")
     with pytest.raises(InvalidPattern):
         TableRouter("topic").route("x", [("a" * 300, None, "q")], "a")
 

@@ -12,7 +12,11 @@ does not depend on the order of the walk, so visiting exchange by exchange is th
 `tests/test_batch.py` checks it against `Topology.route_message` on random topologies.
 
 Messages whose ``CC``/``BCC`` headers add routing keys take `Topology.route_message` itself,
-one by one: they are rare, and it keeps the batch walk to one key per message.
+one by one: they are rare, and it keeps the batch walk to one key per message. So does every
+message of a topology with an exchange of a type beyond the standard ones (consistent hash,
+random, JMS topic...: `xroute.exchanges.STANDARD_TYPES`), whose routing may read the message's
+properties, or the whole header table with the keys, when such an exchange can be reached
+from the one the batch is published to (through exchange-to-exchange bindings or alternates).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from xroute.errors import InvalidRoutingKey, XRouteError
+from xroute.exchanges import STANDARD_TYPES
 from xroute.headers import check_headers
 from xroute.keys import MAX_KEY_BYTES, check_routing_key
 from xroute.model import Binding, Exchange
@@ -90,6 +95,12 @@ class BatchRouter:
             else:
                 self._to_exchange[i] = self._exchange_index[name]
         self._identity = np.arange(len(self.bindings), dtype=np.int64)
+        # Per exchange published to: whether an exchange of another type can be reached from
+        # it (then every message goes through Topology.route_message).
+        self._plugin_reachable: dict[str, bool] = {}
+        #: Whether routing may read the messages' basic properties (the pipeline then reads
+        #: its message_id, correlation_id and timestamp columns).
+        self.reads_properties = any(x.type not in STANDARD_TYPES for x in self._exchanges)
         # Per topic exchange: matcher destination id -> binding index (rebuilt if ids change).
         self._id_maps: dict[str, tuple[int, np.ndarray]] = {}
 
@@ -100,18 +111,30 @@ class BatchRouter:
         exchange: str,
         keys: Sequence[str] | Any,
         headers: Sequence[Mapping[str, Any] | None] | None = None,
+        properties: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> BatchRoutes:
-        """Route ``keys[i]`` with ``headers[i]`` (None: no headers) through ``exchange``.
+        """Route ``keys[i]`` with ``headers[i]`` (None: no headers) and basic ``properties[i]``
+        (`Topology.route`'s ``properties``; None: none) through ``exchange``.
 
         ``keys`` is a sequence of str or a pyarrow string array. An unknown or internal
-        exchange raises as `Topology.route` does; a bad key or bad headers refuse only that
-        message (see `BatchRoutes.errors`).
+        exchange, or one of a type xroute does not support, raises as `Topology.route` does; a
+        bad key, bad headers or a failure further on refuse only that message (see
+        `BatchRoutes.errors`).
         """
         # The exchange-level checks of route_message, with its own errors and messages.
-        self.topology.route_message(exchange, "")
+        self.topology.check_publish(exchange)
         size = len(keys)
         errors: dict[int, XRouteError] = {}
         valid = self._valid_keys(keys, errors)
+        if self._reaches_a_plugin_type(exchange):
+            hits = np.zeros(len(self.bindings), dtype=np.int64)
+            fine = [i for i in range(size) if i not in errors]
+            rows, queue_ids = self._route_one_by_one(
+                exchange, valid, headers, fine, errors, hits, properties
+            )
+            offsets = np.zeros(size + 1, dtype=np.int64)
+            np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
+            return BatchRoutes(offsets, queue_ids.astype(np.int32), errors, hits, self.queues)
         fast = np.ones(size, dtype=bool)
         fast[list(errors)] = False
         checked: list[dict[str, Any]] | None = None
@@ -152,6 +175,31 @@ class BatchRouter:
         offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
         return BatchRoutes(offsets, queue_ids.astype(np.int32), errors, hits, self.queues)
+
+    def _reaches_a_plugin_type(self, exchange: str) -> bool:
+        """Whether a message published to ``exchange`` may meet an exchange whose type is not
+        one of `STANDARD_TYPES` (following every binding to an exchange and every alternate)."""
+        found = self._plugin_reachable.get(exchange)
+        if found is not None:
+            return found
+        exchanges = self.topology.exchanges
+        leads_to: dict[str, set[str]] = {}
+        for binding in self.bindings:
+            if binding.destination.kind == "exchange":
+                leads_to.setdefault(binding.source, set()).add(binding.destination.name)
+        seen, pending, found = {exchange}, [exchange], False
+        while pending and not found:
+            here = exchanges.get(pending.pop())
+            if here is None:
+                continue
+            found = here.type not in STANDARD_TYPES
+            following = set(leads_to.get(here.name, ()))
+            if here.alternate_exchange is not None:
+                following.add(here.alternate_exchange)
+            pending += [name for name in following - seen]
+            seen |= following
+        self._plugin_reachable[exchange] = found
+        return found
 
     # ------------------------------------------------------------------ validation
 
@@ -327,12 +375,14 @@ class BatchRouter:
         self,
         exchange: str,
         keys: Any,
-        headers: Sequence[Mapping[str, Any] | None],
+        headers: Sequence[Mapping[str, Any] | None] | None,
         messages: list[int],
         errors: dict[int, XRouteError],
         hits: np.ndarray,
+        properties: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Messages with CC/BCC keys, through Topology.route_message and its observer."""
+        """Messages with CC/BCC keys, or through plugin exchange types, by
+        Topology.route_message and its observer."""
         index = self._binding_index
         queue_index = self._queue_index
         rows: list[int] = []
@@ -345,7 +395,13 @@ class BatchRouter:
             seen_here: set[Binding] = set()
             key = keys[m] if isinstance(keys, list) else keys[m].as_py()
             try:
-                reached = self.topology.route_message(exchange, key, headers[m], observer=count)
+                reached = self.topology.route_message(
+                    exchange,
+                    key,
+                    None if headers is None else headers[m],
+                    observer=count,
+                    properties=None if properties is None else properties[m],
+                )
             except XRouteError as error:
                 errors[m] = error
                 continue

@@ -15,6 +15,22 @@ from xroute.storage import is_uri, locate
 from xroute.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 _SECTIONS = ("queues", "exchanges", "bindings", "policies")
+# The version profile an export is to be read with, when a command adds one (`with_profile`):
+# it travels with the definitions to Spark's workers. RabbitMQ ignores keys it does not know.
+PROFILE_KEY = "xroute_rabbitmq"
+
+
+def with_profile(
+    source: str | Path | Mapping[str, Any], rabbitmq: str | None
+) -> str | Path | Mapping[str, Any]:
+    """``source`` as it is without a profile; else the parsed export carrying ``rabbitmq``
+    (`PROFILE_KEY`), which `load_definitions` honours when it is given none itself."""
+    if rabbitmq is None:
+        return source
+    from xroute.profiles import profile
+
+    profile(rabbitmq)  # an unknown version fails here
+    return {**read_definitions(source), PROFILE_KEY: rabbitmq}
 
 
 def read_definitions(
@@ -153,16 +169,25 @@ def load_definitions(
     engine: str = "trie",
     *,
     password: str | None = None,
+    rabbitmq: str | None = None,
 ) -> Topology:
     """A `Topology` from a definitions export (anything `read_definitions` reads); errors name
-    the entry that is wrong."""
+    the entry that is wrong.
+
+    An exchange of a type xroute does not know is kept (`lint` names it); only messages that
+    reach it fail. Bindings are added in the export's order, which stands for their creation
+    order where a type depends on it (``x-consistent-hash``): RabbitMQ lists them sorted, not
+    in the order they were made. ``rabbitmq`` is a version profile (`xroute.profiles`).
+    """
     defs = read_definitions(source, vhost, password=password)
+    if rabbitmq is None:
+        rabbitmq = defs.get(PROFILE_KEY)
     chosen = pick_vhost(defs, vhost)
 
     def of_vhost(section: str) -> list[dict[str, Any]]:
         return [e for e in section_entries(defs, section) if e.get("vhost", chosen) == chosen]
 
-    topology = Topology(engine=engine)
+    topology = Topology(engine=engine, rabbitmq=rabbitmq)
     exchanges = of_vhost("exchanges")
     policies = of_vhost("policies")
     alternates = _policy_alternates(
@@ -188,6 +213,7 @@ def load_definitions(
                 auto_delete=_field(exchange, "auto_delete", bool, "exchanges", False),
                 internal=_field(exchange, "internal", bool, "exchanges", False),
                 arguments=arguments,
+                allow_unknown_type=True,
             )
             # An alternate "" (the default exchange) is never used, as in RabbitMQ.
             if ALTERNATE_EXCHANGE not in arguments and alternates.get(name):

@@ -73,13 +73,56 @@ class UnknownQueue(XRouteError, KeyError):
 
 
 class UnknownExchangeType(XRouteError, ValueError):
-    """An exchange type other than direct, fanout, topic, headers and x-delimiter."""
+    """An exchange type xroute does not know, declared through the library (RabbitMQ refuses
+    the declaration; a definitions export with one still loads: `UnsupportedExchangeType`)."""
 
-    def __init__(self, exchange_type: Any, known: list[str]) -> None:
+    def __init__(self, exchange_type: Any, known: list[str], reply_code: int = 503) -> None:
         super().__init__(
-            f"unknown exchange type {_show(exchange_type)}; supported: {', '.join(known)}"
+            f"unknown exchange type {_show(exchange_type)}; supported: {', '.join(known)} "
+            f"(RabbitMQ answers {reply_code})"
         )
         self.exchange_type = exchange_type
+        self.reply_code = reply_code
+
+
+class UnsupportedExchangeType(XRouteError, ValueError):
+    """A message reached an exchange whose type xroute does not know (a plugin it does not
+    model). The definitions that hold it load; only the messages that reach it fail."""
+
+    def __init__(self, exchange: Any, exchange_type: Any) -> None:
+        super().__init__(
+            f"exchange {_show(exchange)} has type {_show(exchange_type)}, which xroute does not "
+            "support: messages that reach it cannot be routed"
+        )
+        self.exchange = exchange
+        self.exchange_type = exchange_type
+
+
+class RoutingFailed(XRouteError, RuntimeError):
+    """RabbitMQ itself fails while routing this message (its exchange type crashes, or a JMS
+    selector cannot be evaluated): the broker closes the publisher's channel or connection and
+    the message reaches no queue."""
+
+    def __init__(self, message: str, exchange: Any = None) -> None:
+        super().__init__(message)
+        self.exchange = exchange
+
+
+class UnknownProfile(XRouteError, ValueError):
+    """A RabbitMQ version profile xroute does not have."""
+
+    def __init__(self, profile: Any, known: list[str]) -> None:
+        super().__init__(f"unknown RabbitMQ profile {_show(profile)}; known: {', '.join(known)}")
+        self.profile = profile
+
+
+class SelectorError(XRouteError, ValueError):
+    """A JMS selector (``rjms_erlang_selector``) that cannot be parsed or compiled; RabbitMQ
+    refuses such a binding (541)."""
+
+    def __init__(self, message: str, selector: Any = None) -> None:
+        super().__init__(message)
+        self.selector = selector
 
 
 class InvalidArguments(XRouteError, ValueError):

@@ -58,3 +58,27 @@ class Exchange:
     internal: bool = False
     arguments: dict[str, Any] = field(default_factory=dict)
     alternate_exchange: str | None = None
+
+
+class MessageHeaders(dict):
+    """A message's header table that also carries its basic properties (``message_id``,
+    ``correlation_id``, ``timestamp``...), for the exchange types that read them.
+
+    A dict, so the standard types read it as the plain table they always get; `Topology`
+    makes one only when a message has properties or candidates are asked for.
+    """
+
+    __slots__ = ("candidates", "properties")
+
+    def __init__(
+        self, table: dict[str, Any], properties: Any = None, candidates: bool = False
+    ) -> None:
+        super().__init__(table)
+        self.properties: dict[str, Any] = dict(properties or {})
+        # True: random exchanges return every binding they could pick, not one.
+        self.candidates = candidates
+
+
+def properties_of(headers: Any) -> dict[str, Any]:
+    """The basic properties a header table carries (none for a plain dict)."""
+    return headers.properties if type(headers) is MessageHeaders else {}

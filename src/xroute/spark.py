@@ -25,10 +25,16 @@ import numpy as np
 import pyarrow as pa
 
 from xroute.batch import BatchRouter
-from xroute.definitions import read_definitions
+from xroute.definitions import read_definitions, with_profile
 from xroute.errors import DatasetError
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.transform import exchanges_of, queue_names, reason, route_records
+from xroute.pipeline.transform import (
+    exchanges_of,
+    properties_of,
+    queue_names,
+    reason,
+    route_records,
+)
 from xroute.pipeline.worker import fingerprint, router_for
 from xroute.topology import Topology
 
@@ -49,6 +55,7 @@ def route(
     engine: str = PIPELINE_ENGINE,
     queues_column: str = QUEUES,
     error_column: str = ERROR,
+    rabbitmq: str | None = None,
 ) -> Any:
     """``df`` with two columns more: ``queues`` and ``error``.
 
@@ -61,12 +68,15 @@ def route(
     (``vhost`` picks a virtual host). Each record is published to its ``exchange_column``
     value, else to ``exchange`` (a record with neither is refused). ``headers`` names an
     optional column: a map, a struct, or a JSON object as text. Columns absent from ``df``
-    are taken as absent from every record (no headers; the default exchange).
+    are taken as absent from every record (no headers; the default exchange). Columns named
+    ``message_id``, ``correlation_id`` and ``timestamp`` are the messages' basic properties,
+    for the exchange types that read them. ``rabbitmq`` is a version profile (a `Topology`
+    brings its own).
 
     Raises `DatasetError` when ``df`` has no routing key column, names no exchange at all, or
     already has a column named like an output; `DefinitionsError` for a bad topology.
     """
-    definitions = _definitions(topology)
+    definitions = _definitions(topology, rabbitmq)
     if isinstance(topology, Topology):
         vhost = None  # the export of one Topology is one virtual host
     # Checked here, on the driver, so that a bad topology fails before any task runs.
@@ -132,7 +142,11 @@ def routes_of(router: BatchRouter, batch: pa.RecordBatch, columns: Columns) -> p
         size,
     )
     outcome = route_records(
-        router, keys, exchanges, batch.column(columns.headers) if columns.headers else None
+        router,
+        keys,
+        exchanges,
+        batch.column(columns.headers) if columns.headers else None,
+        properties=properties_of(router, batch),
     )
     rows, queue_ids = outcome.delivery_rows, outcome.queue_ids
     order = np.lexsort((_name_ranks(router)[queue_ids], rows))  # each row's queues by name
@@ -178,10 +192,13 @@ def _name_ranks(router: BatchRouter) -> np.ndarray:
     return cached[1]
 
 
-def _definitions(topology: Topology | Mapping[str, Any] | str | Path) -> dict[str, Any]:
+def _definitions(
+    topology: Topology | Mapping[str, Any] | str | Path, rabbitmq: str | None
+) -> dict[str, Any]:
+    # The profile travels with the definitions to the workers (xroute.definitions.PROFILE_KEY).
     if isinstance(topology, Topology):
-        return topology.to_definitions()
-    return read_definitions(topology)
+        return dict(with_profile(topology.to_definitions(), rabbitmq or topology.profile.name))
+    return dict(with_profile(read_definitions(topology), rabbitmq))
 
 
 def _check_columns(

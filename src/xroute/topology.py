@@ -5,9 +5,11 @@ exchanges, the default exchange)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from xroute.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
 from xroute.destinations import MatchedDestinations
 from xroute.engines import DEFAULT_ENGINE
 from xroute.errors import (
@@ -19,10 +21,17 @@ from xroute.errors import (
     UnknownQueue,
     short_repr,
 )
-from xroute.exchanges import make_exchange_type
+from xroute.exchanges import (
+    ExchangeSettings,
+    RandomChoice,
+    UnsupportedExchange,
+    make_exchange_type,
+)
+from xroute.exchanges.recent_history import RecordedMessage
 from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
 from xroute.keys import check_pattern, check_routing_key
-from xroute.model import Binding, Destination, DestinationType, Exchange, Queue
+from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
+from xroute.profiles import Profile, profile
 from xroute.route_cache import TopologyRouteCache
 
 DEFAULT_EXCHANGE = ""
@@ -35,6 +44,13 @@ STANDARD_EXCHANGES = {
     "amq.headers": "headers",
     "amq.match": "headers",
 }
+
+# The basic properties of an AMQP 0-9-1 message (what `route` may be given as ``properties``).
+BASIC_PROPERTIES = (
+    "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id",
+    "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id",
+    "cluster_id",
+)
 
 # Called once per exchange a message visits: (exchange, bindings it matched, how it got there:
 # "published", "binding" or "alternate").
@@ -91,6 +107,38 @@ def _check_equivalent(
             )
 
 
+def check_properties(properties: Any) -> dict[str, Any]:
+    """A message's basic properties as a dict, refused by name when they are not a mapping of
+    AMQP basic property names (None values are absent properties)."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise InvalidArguments(
+            f"message properties must be a dict, got {type(properties).__name__} "
+            f"({short_repr(properties)})",
+            properties,
+        )
+    unknown = [name for name in properties if name not in BASIC_PROPERTIES]
+    if unknown:
+        raise InvalidArguments(
+            f"unknown message properties {short_repr(unknown)}; AMQP basic properties are "
+            f"{', '.join(BASIC_PROPERTIES)}",
+            properties,
+        )
+    checked = {name: value for name, value in properties.items() if value is not None}
+    stamp = checked.get("timestamp")
+    if stamp is not None and not isinstance(stamp, datetime):
+        if isinstance(stamp, str) and stamp.isdigit():
+            stamp = checked["timestamp"] = int(stamp)
+        if type(stamp) is not int or not 0 <= stamp < 2**64:
+            raise InvalidArguments(
+                f"the timestamp property is seconds since 1970 (an integer) or a datetime, got "
+                f"{short_repr(stamp)}",
+                properties,
+            )
+    return checked
+
+
 def _check_name(name: Any, what: str) -> str:
     try:
         return check_pattern(name)
@@ -105,8 +153,19 @@ class Topology:
     failed call leaves the topology as it was.
     """
 
-    def __init__(self, engine: str = DEFAULT_ENGINE, route_cache: bool = True) -> None:
+    def __init__(
+        self,
+        engine: str = DEFAULT_ENGINE,
+        route_cache: bool = True,
+        *,
+        rabbitmq: str | Profile | None = None,
+    ) -> None:
         self.engine = engine
+        # What differs between RabbitMQ versions (xroute.profiles); None: 4.3, any '#' count.
+        self.profile = profile(rabbitmq)
+        # How x-random and x-local-random pick: from the message unless seeded
+        # (`seed_random`); `route_candidates` gives every possible pick.
+        self.random = RandomChoice()
         # Routes of messages without headers, dropped precisely on change (xroute.route_cache).
         self._route_cache = TopologyRouteCache() if route_cache else None
         self._destinations = MatchedDestinations()  # dropped on every unbind
@@ -131,9 +190,13 @@ class Topology:
         auto_delete: bool = False,
         internal: bool = False,
         arguments: Mapping[str, Any] | None = None,
+        allow_unknown_type: bool = False,
     ) -> None:
-        """Declare an exchange of type direct, fanout, topic, headers or x-delimiter.
+        """Declare an exchange of one of the types in `xroute.exchanges.EXCHANGE_TYPES`.
 
+        An unknown type raises `UnknownExchangeType`, as RabbitMQ refuses it, unless
+        ``allow_unknown_type`` (definitions exports do): the exchange is then kept, and a
+        message that reaches it raises `UnsupportedExchangeType`.
         Redeclaring with the same type and arguments changes nothing; with others it raises
         `PreconditionFailed`, as RabbitMQ does.
         """
@@ -150,7 +213,11 @@ class Topology:
                 f"exchange {name!r}: alternate-exchange must be an exchange name, got {alternate!r}",
                 arguments,
             )
-        kind = make_exchange_type(exchange_type, self.engine)
+        kind = make_exchange_type(
+            exchange_type,
+            ExchangeSettings(name, self.engine, arguments, self.profile, self.random),
+            allow_unknown=allow_unknown_type,
+        )
         existing = self._exchanges.get(name)
         if existing is not None:
             _check_equivalent(existing, exchange_type, durable, auto_delete, internal, arguments)
@@ -245,22 +312,25 @@ class Topology:
         routing_key: str = "",
         arguments: Mapping[str, Any] | None = None,
         destination_type: DestinationType = "queue",
-    ) -> None:
+    ) -> list[Any]:
         """Bind ``destination`` (a queue, or an exchange) to exchange ``source``.
 
         Binding the same (source, destination, key, arguments) again is one binding.
+        Returns the messages the new binding receives at once: an ``x-recent-history``
+        exchange replays its history (`xroute.exchanges.recent_history`); other types none.
         """
         exchange, target, arguments, identity = self._binding_identity(
             source, destination, routing_key, arguments, destination_type
         )
         if identity in self._bindings:
-            return
+            return []
         exchange.kind.validate_binding(routing_key, arguments)
         binding = Binding(source, target, routing_key, arguments)
-        exchange.kind.bind(binding)
+        replayed = exchange.kind.bind(binding)
         self._bindings[identity] = binding
         if self._route_cache is not None:
             self._route_cache.binding_changed(source, exchange.type, routing_key)
+        return list(replayed or ())
 
     def unbind(
         self,
@@ -316,18 +386,29 @@ class Topology:
     # ----------------------------------------------------------------- routing
 
     def route(
-        self, exchange: str, routing_key: str, headers: Mapping[str, Any] | None = None
+        self,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
     ) -> frozenset[str]:
         """The names of the queues a message published to ``exchange`` reaches.
 
         ``headers`` is the message's header table as Python values; its ``CC`` and ``BCC``
-        lists add routing keys. An empty result means the message is unroutable.
+        lists add routing keys. ``properties`` are its basic properties by name
+        (``message_id``, ``correlation_id``, ``timestamp``...), read by the types that need
+        them. An empty result means the message is unroutable.
 
-        Routes of messages without headers are cached (see `route_cache_stats`).
+        Routes of messages without headers or properties are cached (see `route_cache_stats`).
         """
         cache = self._route_cache
-        if cache is None or not (headers is None or (type(headers) is dict and not headers)):
-            return self.route_message(exchange, routing_key, headers)
+        if (
+            cache is None
+            or properties is not None
+            or not (headers is None or (type(headers) is dict and not headers))
+        ):
+            return self.route_message(exchange, routing_key, headers, properties=properties)
         try:
             found = cache.get(exchange, routing_key)
         except TypeError:  # unhashable: route_message names the bad value
@@ -339,6 +420,13 @@ class Topology:
         cache.put(exchange, routing_key, found, through)
         return found
 
+    def seed_random(self, seed: Any = None) -> None:
+        """Make x-random and x-local-random exchanges pick with a `random.Random` seeded with
+        ``seed``, as RabbitMQ picks at random (routes are then no longer cached). By default
+        they pick deterministically from the message id (docs/semantics.md)."""
+        self.random.seed(seed)
+        self._route_cache = None
+
     def route_cache_stats(self) -> dict[str, Any]:
         """Hits, misses and size of the route cache (empty if the topology has none)."""
         return self._route_cache.stats() if self._route_cache is not None else {}
@@ -349,10 +437,131 @@ class Topology:
         routing_key: str,
         headers: Mapping[str, Any] | None = None,
         observer: RouteObserver | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
     ) -> frozenset[str]:
         """`route`, telling ``observer`` what each visited exchange matched (for explanations
         and per-binding counts); the queues are the same with or without one."""
-        return self._route(exchange, routing_key, headers, observer, None)
+        return self._route(exchange, routing_key, headers, observer, None, properties)
+
+    def route_candidates(
+        self,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
+    ) -> frozenset[str]:
+        """Every queue the message may reach: `route`, except that a random exchange
+        (``x-random``, ``x-local-random``) leads to all the bindings it could pick from."""
+        return self._route(exchange, routing_key, headers, None, None, properties, True)
+
+    def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
+    ) -> frozenset[str]:
+        """`route`, and the message is kept by every ``x-recent-history`` exchange it passes
+        (`route` itself changes nothing)."""
+        visited: list[Exchange] = []
+        queues = self.route_message(
+            exchange,
+            routing_key,
+            headers,
+            lambda x, matched, via: visited.append(x),
+            properties=properties,
+        )
+        message = RecordedMessage(routing_key, dict(headers or {}), dict(properties or {}))
+        for passed in visited:
+            record = getattr(passed.kind, "record", None)
+            if record is not None:
+                record(message)
+        return queues
+
+    def dead_letter(
+        self,
+        queue: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        reason: str = "rejected",
+        *,
+        properties: Mapping[str, Any] | None = None,
+        exchange: str = "",
+    ) -> frozenset[str]:
+        """The queues a dead-lettered copy of a message reaches when ``queue`` rejects it,
+        it expires there or the queue overflows (``reason``: rejected, expired, maxlen,
+        delivery_limit). ``routing_key`` and ``headers`` are the message's as published (to
+        ``exchange``); see `xroute.dead_letter` for the rules."""
+        copy = self.dead_letter_copy(queue, routing_key, headers, reason, exchange=exchange)
+        return self.route_dead_letter(copy, properties=properties)
+
+    def dead_letter_copy(
+        self,
+        queue: str,
+        routing_key: str,
+        headers: Mapping[str, Any] | None = None,
+        reason: str = "rejected",
+        *,
+        exchange: str = "",
+        previous: DeadLetter | None = None,
+    ) -> DeadLetter:
+        """The copy ``queue`` makes when it dead-letters a message (`xroute.dead_letter`).
+        For a copy that is dead-lettered again, pass it as ``previous`` (its keys, headers
+        and dead-letter exchange stand for the message's)."""
+        if queue not in self._queues:
+            raise UnknownQueue(queue, "dead_letter")
+        if previous is not None:
+            keys, table = list(previous.keys), dict(previous.headers)
+            exchange = previous.exchange or ""
+        else:
+            check_routing_key(routing_key)
+            table = check_headers(headers)
+            keys = [routing_key]
+            keys += sender_selected_keys(table, "CC") + sender_selected_keys(table, "BCC")
+            table.pop("BCC", None)
+        return make_dead_letter(
+            queue,
+            self._queues[queue].arguments,
+            self.policies,
+            keys,
+            table,
+            reason,
+            exchange,
+            last_death_headers=self.profile.name not in ("3.10", "3.12"),
+        )
+
+    def route_dead_letter(
+        self,
+        copy: DeadLetter,
+        observer: RouteObserver | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
+    ) -> frozenset[str]:
+        """The queues a dead-lettered copy reaches through its dead-letter exchange, less the
+        queues that would close an automatic cycle."""
+        if copy.exchange is None or copy.exchange not in self._exchanges:
+            return frozenset()  # no dead-letter exchange, or a missing one: dropped
+        start = self._exchanges[copy.exchange]
+        headers: dict[str, Any] = MessageHeaders(
+            copy.headers, check_properties(properties), False
+        )
+        reached = self._walk(start, list(copy.keys), headers, observer, None)
+        deaths = copy.headers[X_DEATH]
+        return frozenset(q for q in reached if not cycling(q, deaths, copy.reason))
+
+    def check_publish(self, exchange: str) -> Exchange:
+        """The exchange a message is published to, refused as RabbitMQ does: unknown
+        (`UnknownExchange`), internal (`AccessRefused`), or of a type xroute does not support
+        (`UnsupportedExchangeType`)."""
+        start = self._exchange(exchange, "publish")
+        if start.internal:
+            raise AccessRefused(f"exchange {exchange!r} is internal: it cannot be published to")
+        if type(start.kind) is UnsupportedExchange:
+            start.kind.route((), {})  # raises, naming the type
+        return start
 
     def _route(
         self,
@@ -361,6 +570,8 @@ class Topology:
         headers: Mapping[str, Any] | None,
         observer: RouteObserver | None,
         through: list[str] | None,
+        properties: Mapping[str, Any] | None = None,
+        candidates: bool = False,
     ) -> frozenset[str]:
         start = self._exchange(exchange, "publish")
         if start.internal:
@@ -373,6 +584,8 @@ class Topology:
             keys += sender_selected_keys(headers, "CC") + sender_selected_keys(headers, "BCC")
             # RabbitMQ strips BCC when the message is made, before any exchange sees it.
             headers.pop("BCC", None)
+        if properties is not None or candidates:
+            headers = MessageHeaders(headers, check_properties(properties), candidates)
         return frozenset(self._walk(start, keys, headers, observer, through))
 
     def _walk(
@@ -443,13 +656,16 @@ class Topology:
         engine: str = DEFAULT_ENGINE,
         *,
         password: str | None = None,
+        rabbitmq: str | None = None,
     ) -> Topology:
         """Load a RabbitMQ definitions export: a path, JSON text, a parsed dict, or a live
         broker's management API URL ``http(s)://user@host:15672`` (``password`` defaults to
         ``RABBITMQ_PASSWORD``; see `xroute.management`)."""
         from xroute.definitions import load_definitions
 
-        return load_definitions(source, vhost=vhost, engine=engine, password=password)
+        return load_definitions(
+            source, vhost=vhost, engine=engine, password=password, rabbitmq=rabbitmq
+        )
 
     def to_definitions(self) -> dict[str, Any]:
         """This topology as a RabbitMQ definitions export (one virtual host)."""

@@ -13,28 +13,37 @@ from xroute import Topology
 class Mirror:
     """Declares the same exchanges, queues and bindings in a `Topology` and in RabbitMQ."""
 
-    def __init__(self, channel, prefix: str, exclusive: bool = True) -> None:
+    def __init__(
+        self, channel, prefix: str, exclusive: bool = True, rabbitmq: str | None = None
+    ) -> None:
         self.channel = channel
         # Exclusive queues vanish with the connection, but a definitions export leaves them
         # out: reading a topology back through the management API needs ordinary ones.
         self.exclusive = exclusive
         self.prefix = prefix
-        self.topology = Topology()
+        self.topology = Topology(rabbitmq=rabbitmq)
         self.exchanges: list[str] = []
         self.queues: list[str] = []
 
     def name(self, short: str) -> str:
         return self.prefix + short
 
-    def exchange(self, short: str, kind: str, alternate: str | None = None) -> None:
-        args = {"alternate-exchange": self.name(alternate)} if alternate else None
+    def exchange(
+        self, short: str, kind: str, alternate: str | None = None, arguments: dict | None = None
+    ) -> None:
+        args = dict(arguments or {})
+        if alternate:
+            args["alternate-exchange"] = self.name(alternate)
+        args = args or None
         self.topology.declare_exchange(self.name(short), kind, arguments=args)
         self.channel.exchange_declare(self.name(short), kind, auto_delete=False, arguments=args)
         self.exchanges.append(self.name(short))
 
-    def queue(self, short: str) -> None:
-        self.topology.declare_queue(self.name(short))
-        self.channel.queue_declare(self.name(short), exclusive=self.exclusive, auto_delete=False)
+    def queue(self, short: str, arguments: dict | None = None) -> None:
+        self.topology.declare_queue(self.name(short), arguments=arguments)
+        self.channel.queue_declare(
+            self.name(short), exclusive=self.exclusive, auto_delete=False, arguments=arguments
+        )
         self.queues.append(self.name(short))
 
     def bind(
@@ -55,24 +64,60 @@ class Mirror:
             else:
                 self.channel.queue_bind(destination, source, key, arguments=arguments or {})
 
-    def publish_and_compare(self, messages: list[tuple[str, str, dict[str, Any] | None]]) -> int:
-        """Publish (exchange, key, headers) messages with confirms; assert that every queue got
-        exactly the messages `Topology.route` says. Returns the number of deliveries checked.
-        Headers may hold `Typed` values: the broker gets them, xroute their plain form."""
+    def unbind(self, source: str, destination: str, key: str, arguments: dict | None = None):
+        """Remove a queue binding in both."""
+        source, destination = self.name(source), self.name(destination)
+        self.topology.unbind(source, destination, key, plain(arguments))
+        with patched_encoder():
+            self.channel.queue_unbind(destination, source, key, arguments=arguments or {})
+
+    def publish(self, short: str, key: str, headers: dict | None, properties: dict, tag: str):
+        """Publish one message, told apart by ``tag`` (its app_id property)."""
+        message = amqp.Message(
+            b"", app_id=tag, application_headers=headers or {}, **properties
+        )
+        with patched_encoder():
+            self.channel.basic_publish(message, self.name(short) if short else "", key)
+
+    def publish_and_compare(self, messages: list[tuple], random: bool = False) -> int:
+        """Publish (exchange, key, headers[, properties]) messages with confirms; assert that
+        every queue got exactly the messages `Topology.route` says. Returns the number of
+        deliveries checked. Headers may hold `Typed` values: the broker gets them, xroute
+        their plain form. With ``random``, a message must land in as many queues as
+        `Topology.route` says, each one among `Topology.route_candidates`."""
         expected: dict[str, set[str]] = {q: set() for q in self.queues}
-        for number, (short, key, headers) in enumerate(messages):
-            message_id = str(number)
-            for queue in self.topology.route(self.name(short), key, plain(headers)):
-                expected[queue].add(message_id)
-            message = amqp.Message(b"", message_id=message_id, application_headers=headers or {})
-            with patched_encoder():
-                self.channel.basic_publish(message, self.name(short), key)
+        allowed: dict[str, set[str]] = {q: set() for q in self.queues}
+        counts: dict[str, int] = {}
+        for number, (short, key, headers, *rest) in enumerate(messages):
+            tag = str(number)
+            properties = {"message_id": tag, **(rest[0] if rest else {})}
+            routed = self.topology.route(
+                self.name(short), key, plain(headers), properties=properties
+            )
+            for queue in routed:
+                expected[queue].add(tag)
+            if random:
+                counts[tag] = len(routed)
+                for queue in self.topology.route_candidates(
+                    self.name(short), key, plain(headers), properties=properties
+                ):
+                    allowed[queue].add(tag)
+            self.publish(short, key, headers, properties, tag)
         received = {q: self.drain(q) for q in self.queues}
+        if random:
+            landed: dict[str, int] = {}
+            for queue, tags in received.items():
+                stray = tags - allowed[queue]
+                assert not stray, f"queue {queue} got {sorted(stray)[:5]} outside the candidates"
+                for tag in tags:
+                    landed[tag] = landed.get(tag, 0) + 1
+            assert {t: n for t, n in landed.items() if n} == {t: n for t, n in counts.items() if n}
+            return sum(landed.values())
         for queue in self.queues:
             if received[queue] != expected[queue]:
                 diff = []
                 for message_id in sorted(received[queue] ^ expected[queue], key=int)[:10]:
-                    short, key, headers = messages[int(message_id)]
+                    short, key, headers, *_ = messages[int(message_id)]
                     where = "RabbitMQ only" if message_id in received[queue] else "xroute only"
                     diff.append(f"  {where}: exchange {short!r} key {key!r} headers {headers!r}")
                 bindings = [b for b in self.topology.bindings() if b.destination.name == queue]
@@ -88,7 +133,7 @@ class Mirror:
             message = self.channel.basic_get(queue, no_ack=True)
             if message is None:
                 return got
-            got.add(message.properties["message_id"])
+            got.add(message.properties["app_id"])
 
     def cleanup(self) -> None:
         for name in self.exchanges:

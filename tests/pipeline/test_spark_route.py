@@ -181,3 +181,28 @@ def test_the_readme_pyspark_example_runs(spark):
     for block in blocks:
         assert len(block.strip().splitlines()) <= 12
         exec(compile(block, "README.md", "exec"), {})
+
+
+def test_route_reads_property_columns_and_the_profile(spark):
+    # x-consistent-hash on a header: up to 3.12 its AMQP type is hashed too, so the profile
+    # must reach the workers; hash-property reads the message_id column.
+    from pathlib import Path
+
+    export = json.loads((Path(__file__).parents[1] / "data" / "plugins.json").read_text())
+    export["exchanges"].append(
+        {"name": "by-header", "type": "x-consistent-hash", "arguments": {"hash-header": "h"}}
+    )
+    export["bindings"] += [
+        {"source": "by-header", "destination": q, "destination_type": "queue", "routing_key": "1"}
+        for q in ("shard-a", "shard-b")
+    ]
+    rows = [(i, "by-header" if i % 2 else "by-customer", "k", json.dumps({"h": i}), f"m{i}")
+            for i in range(40)]
+    df = spark.createDataFrame(rows, SCHEMA + ", message_id string")
+    for version in ("3.10", "3.13"):
+        topology = Topology.from_definitions(export, rabbitmq=version)
+        got = {r["id"]: r["queues"] for r in route(df, topology).collect()}
+        assert got == {
+            i: sorted(topology.route(x, k, json.loads(h), properties={"message_id": m}))
+            for i, x, k, h, m in rows
+        }

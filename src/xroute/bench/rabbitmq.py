@@ -1,8 +1,10 @@
 """A real RabbitMQ for conformance tests and benchmarks: one that is already there, or a private
 node started on loopback (Debian's rabbitmq-server, installed if absent) and stopped afterwards.
 
-``python -m xroute.bench.rabbitmq [--private] -- COMMAND...`` runs COMMAND with
+``python -m xroute.bench.rabbitmq [--private] [--plugins] -- COMMAND...`` runs COMMAND with
 ``XROUTE_AMQP_URL`` set to the broker, and stops a broker it started whatever COMMAND does.
+With ``--plugins``, a second private node with the exchange-type plugins (`PLUGINS`) enabled
+is started too, its URL in ``XROUTE_AMQP_PLUGINS_URL``; the machine's broker is not touched.
 """
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ from xroute.bench.debian import server_program
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 START_TIMEOUT_S = 90  # a cold Erlang VM plus RabbitMQ's boot steps take 5-20 s here
 SBIN = ("/usr/sbin", "/usr/lib/rabbitmq/bin")
+
+
+# The plugins whose exchange types xroute models (x-modulus-hash comes with sharding in 3.x).
+PLUGINS = (
+    "rabbitmq_consistent_hash_exchange",
+    "rabbitmq_random_exchange",
+    "rabbitmq_jms_topic_exchange",
+    "rabbitmq_recent_history_exchange",
+    "rabbitmq_sharding",
+)
 
 
 class BrokerUnavailable(RuntimeError):
@@ -122,10 +134,10 @@ def private_node(
     ``advanced_config`` is Erlang terms for the node's advanced.config (settings a plugin takes
     there whatever the broker's version, e.g. ``[{rabbitmq_tracing, [{directory, "..."}]}].``)."""
     server = _server_binary()
-    port = _free_port() if _port_taken(5672) else 5672
+    port = _free_port() if _port_taken(5672) or plugins else 5672
     http_port = _free_port() if management else None
     workdir = Path(tempfile.mkdtemp(prefix="xroute-rabbitmq-"))
-    node = f"xroute-{os.getpid()}@localhost"
+    node = f"xroute-{os.getpid()}-{workdir.name[-8:]}@localhost"
     config = (
         f"listeners.tcp.1 = 127.0.0.1:{port}\nloopback_users = none\n"
         "log.console = false\nlog.file.level = warning\n"
@@ -257,15 +269,26 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command with ``XROUTE_AMQP_URL`` pointing at a broker."""
     parser = argparse.ArgumentParser(prog="python -m xroute.bench.rabbitmq", description=__doc__)
     parser.add_argument("--private", action="store_true", help="always start a private node")
+    parser.add_argument(
+        "--plugins",
+        action="store_true",
+        help="also start a private node with the exchange-type plugins (XROUTE_AMQP_PLUGINS_URL)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
     try:
-        with rabbitmq_broker(private=args.private) as url:
+        with contextlib.ExitStack() as stack:
+            url = stack.enter_context(rabbitmq_broker(private=args.private))
             print(f"rabbitmq: using {url.split('@')[-1]}", file=sys.stderr)
-            return subprocess.run(command, env={**os.environ, "XROUTE_AMQP_URL": url}).returncode
+            env = {**os.environ, "XROUTE_AMQP_URL": url}
+            if args.plugins:
+                node = stack.enter_context(private_node(plugins=PLUGINS))
+                print(f"rabbitmq: plugins at {node.amqp_url.split('@')[-1]}", file=sys.stderr)
+                env["XROUTE_AMQP_PLUGINS_URL"] = node.amqp_url
+            return subprocess.run(command, env=env).returncode
     except BrokerUnavailable as error:
         print(f"rabbitmq: {error}", file=sys.stderr)
         return 1

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli
-from xroute.cli.options import resolve_definitions, vhost_option
+from xroute.cli.options import rabbitmq_option, resolve_definitions, vhost_option
+from xroute.definitions import with_profile
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.tools.diff import StaticDiff, static_diff
@@ -56,6 +57,7 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
     help="Topic matching engine on Spark.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print diff.json instead of tables.")
+@rabbitmq_option
 def diff(
     old: str,
     new: str,
@@ -70,6 +72,7 @@ def diff(
     overwrite: bool,
     engine: str,
     as_json: bool,
+    rabbitmq: str | None,
 ) -> None:
     """Compare topology OLD with NEW and, with -m, every message of a log routed through both.
 
@@ -81,8 +84,8 @@ def diff(
     """
     if messages is not None and out is None:
         raise click.UsageError("--messages needs --out: the changed messages are written there")
-    old_defs = resolve_definitions(old, vhost)
-    new_defs = resolve_definitions(new, vhost)
+    old_defs = with_profile(resolve_definitions(old, vhost), rabbitmq)
+    new_defs = with_profile(resolve_definitions(new, vhost), rabbitmq)
     before = Topology.from_definitions(old_defs, vhost=vhost)
     after = Topology.from_definitions(new_defs, vhost=vhost)
     static = static_diff(before, after)

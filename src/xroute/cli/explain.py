@@ -23,13 +23,14 @@ def explain(
     key: str,
     header_pairs: tuple[str, ...],
     as_json: bool,
+    rabbitmq: str | None,
 ) -> None:
     """Show the whole path of one message: exchanges, matching bindings and why (exit 3 if it
     reaches no queue).
 
     The routing rules it applies, and where they follow RabbitMQ 4.x, are xroute's contract:
     docs/semantics.md in the xroute repository."""
-    topology = load_topology(definitions, vhost)
+    topology = load_topology(definitions, vhost, rabbitmq=rabbitmq)
     explanation = explain_route(topology, exchange, key, headers_from(header_pairs))
     if as_json:
         click.echo(json.dumps(explanation.to_dict(), default=str, indent=2))

@@ -14,6 +14,7 @@ from xroute.cli import EXIT_LINT_FINDINGS, EXIT_OK, cli
 from xroute.cli.options import (
     definitions_option,
     json_option,
+    rabbitmq_option,
     resolve_definitions,
     vhost_option,
 )
@@ -50,6 +51,7 @@ _LISTS_RELATED = {"client-addressing", "leading-hash"}
     show_default=True,
     help="Bindings from which a topic exchange counts as large (leading '#' finding).",
 )
+@rabbitmq_option
 def lint(
     definitions: str,
     vhost: str | None,
@@ -58,6 +60,7 @@ def lint(
     keys_file: str | None,
     summary_file: str | None,
     large_exchange: int,
+    rabbitmq: str | None,
 ) -> None:
     """Report duplicate, redundant, expensive and broken bindings and exchanges, and rank the
     topic exchanges by routing cost."""
@@ -67,6 +70,7 @@ def lint(
         keys=read_keys(keys_file) if keys_file else None,
         summary=summary_file,
         large_exchange=large_exchange,
+        rabbitmq=rabbitmq,
     )
     if as_json:
         click.echo(json.dumps(report.to_dict(), default=str, indent=2))

@@ -13,6 +13,7 @@ from xroute.management import (
     parse_management_url,
     password_from_env,
 )
+from xroute.profiles import VERSIONS
 from xroute.topology import Topology
 
 
@@ -60,13 +61,28 @@ exchange_option = click.option(
     "--exchange", "-e", required=True, help="The exchange the message is published to."
 )
 key_option = click.option("--key", "-k", default="", help="The routing key.")
+rabbitmq_option = click.option(
+    "--rabbitmq",
+    type=click.Choice(VERSIONS),
+    default=None,
+    help="Route as this RabbitMQ version does where versions differ (default: 4.3, with any "
+    "number of '#' in a topic binding); docs/semantics.md lists the differences.",
+)
 
 
 def message_options(command):
     """The options that describe one message to route: definitions, vhost, exchange, key,
-    headers and --json."""
+    headers, --json and --rabbitmq."""
     for option in reversed(
-        [definitions_option, vhost_option, exchange_option, key_option, header_option, json_option]
+        [
+            definitions_option,
+            vhost_option,
+            exchange_option,
+            key_option,
+            header_option,
+            json_option,
+            rabbitmq_option,
+        ]
     ):
         command = option(command)
     return command
@@ -88,9 +104,12 @@ def resolve_definitions(definitions: str, vhost: str | None) -> str | dict[str, 
     return fetch_definitions(definitions, vhost, password=password)
 
 
-def load_topology(definitions: str, vhost: str | None, engine: str | None = None) -> Topology:
-    """The topology of a definitions file or live broker, for a command."""
+def load_topology(
+    definitions: str, vhost: str | None, engine: str | None = None, rabbitmq: str | None = None
+) -> Topology:
+    """The topology of a definitions file or live broker, for a command (``rabbitmq``: the
+    version profile)."""
     source = resolve_definitions(definitions, vhost)
     if engine is None:
-        return Topology.from_definitions(source, vhost=vhost)
-    return Topology.from_definitions(source, vhost=vhost, engine=engine)
+        return Topology.from_definitions(source, vhost=vhost, rabbitmq=rabbitmq)
+    return Topology.from_definitions(source, vhost=vhost, engine=engine, rabbitmq=rabbitmq)

@@ -10,7 +10,13 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
-from xroute.cli.options import definitions_option, resolve_definitions, vhost_option
+from xroute.cli.options import (
+    definitions_option,
+    rabbitmq_option,
+    resolve_definitions,
+    vhost_option,
+)
+from xroute.definitions import with_profile
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.pyarrow_reader import READERS
@@ -77,6 +83,7 @@ def _columns(text: str | None) -> tuple[str, ...]:
     default=None,
     help="Show a progress bar (default: when stderr is a terminal).",
 )
+@rabbitmq_option
 def pipeline(
     definitions: str,
     vhost: str | None,
@@ -90,6 +97,7 @@ def pipeline(
     engine: str,
     reader: str,
     progress: bool | None,
+    rabbitmq: str | None,
 ) -> None:
     """Route every message of a dataset through a topology, on Spark.
 
@@ -105,7 +113,7 @@ def pipeline(
 
     console = Console()
     options = PipelineOptions(
-        definitions=resolve_definitions(definitions, vhost),
+        definitions=with_profile(resolve_definitions(definitions, vhost), rabbitmq),
         messages=messages,
         out=out,
         exchange=exchange,

@@ -20,9 +20,10 @@ def route(
     key: str,
     header_pairs: tuple[str, ...],
     as_json: bool,
+    rabbitmq: str | None,
 ) -> None:
     """Print the queues a message reaches, one a line (exit 3 if none)."""
-    topology = load_topology(definitions, vhost)
+    topology = load_topology(definitions, vhost, rabbitmq=rabbitmq)
     queues = sorted(topology.route(exchange, key, headers_from(header_pairs)))
     if as_json:
         click.echo(json.dumps({"exchange": exchange, "routing_key": key, "queues": queues, "routed": bool(queues)}))

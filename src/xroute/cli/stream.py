@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
+from xroute.cli.options import rabbitmq_option
 from xroute.cli.pipeline import _columns
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
@@ -92,6 +93,7 @@ def parse_interval(text: str) -> float:
     help="Topic matching engine.",
 )
 @click.option("--master", default=None, help="Spark master URL (default: local[*,3]).")
+@rabbitmq_option
 def stream(
     definitions: str,
     vhost: str | None,
@@ -108,6 +110,7 @@ def stream(
     keep_columns: str | None,
     engine: str,
     master: str | None,
+    rabbitmq: str | None,
 ) -> None:
     """Route files as they arrive in SOURCE, each message exactly once through crashes.
 
@@ -123,7 +126,7 @@ def stream(
     if available_now and trigger_interval is not None:
         raise click.UsageError("--available-now and --trigger-interval exclude each other")
     interval = parse_interval(trigger_interval) if trigger_interval is not None else None
-    load_topology(definitions, vhost, "reference")  # a bad file fails before Spark starts
+    load_topology(definitions, vhost, "reference", rabbitmq)  # a bad file fails before Spark
     options = StreamOptions(
         definitions=definitions,
         source=source,
@@ -139,6 +142,7 @@ def stream(
         keep_columns=_columns(keep_columns),
         engine=engine,
         vhost=vhost,
+        rabbitmq=rabbitmq,
     )
     console = Console()
     console.print(f"[dim]starting Spark; streaming {source} into {out}")

@@ -17,8 +17,9 @@ class ExchangeType(Protocol):
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
         """Called before a binding is added: raise an `XRouteError` if RabbitMQ would refuse it."""
 
-    def bind(self, binding: Binding) -> None:
-        """Called when a new, validated binding is added."""
+    def bind(self, binding: Binding) -> Iterable[Any] | None:
+        """Called when a new, validated binding is added; returns the messages it receives at
+        once (a recent-history exchange's replay), or None."""
 
     def unbind(self, binding: Binding) -> None:
         """Called when an existing binding is removed."""

@@ -15,6 +15,7 @@ from typing import Any
 from xroute.errors import InvalidArguments, short_repr
 from xroute.headers import VOID, canonical
 from xroute.model import Binding
+from xroute.profiles import DEFAULT_PROFILE, Profile
 
 X_MATCH = "x-match"
 # x-match value -> (match any criterion?, do x- arguments count as criteria?)
@@ -45,15 +46,26 @@ def match_mode(arguments: Mapping[str, Any]) -> tuple[bool, bool]:
         ) from None
 
 
-def criteria(arguments: Mapping[str, Any]) -> tuple[bool, list[tuple[str, tuple]]]:
+def criteria(
+    arguments: Mapping[str, Any], canonical_of: Any = canonical
+) -> tuple[bool, list[tuple[str, tuple]]]:
     """(any?, criteria) of a binding: (name, canonical value), or (name, VOID) for presence."""
     any_mode, with_x = match_mode(arguments)
     found = [
-        (name, canonical(value, name))
+        (name, canonical_of(value, name))
         for name, value in arguments.items()
         if name != X_MATCH and (with_x or not name.startswith("x-"))
     ]
     return any_mode, found
+
+
+def canonical_3x(value: Any, name: str = "?") -> tuple:
+    """`canonical` as RabbitMQ 3.x compares a top-level value: an integral float equals the
+    integer (``1.0 == 1``); RabbitMQ 4.x tells them apart."""
+    found = canonical(value, name)
+    if found[0] == "float" and found[1].is_integer():
+        return ("int", int(found[1]))
+    return found
 
 
 class HeadersExchange:
@@ -61,7 +73,8 @@ class HeadersExchange:
 
     type_name = "headers"
 
-    def __init__(self) -> None:
+    def __init__(self, profile: Profile = DEFAULT_PROFILE) -> None:
+        self._canonical = canonical_3x if profile.int_equals_float_at_top else canonical
         self._by_value: dict[tuple[str, tuple], set[Binding]] = {}
         # Value criteria per header name: a message's other headers are never canonicalized.
         self._valued: dict[str, int] = {}
@@ -75,7 +88,7 @@ class HeadersExchange:
 
     def _entries(self, binding: Binding) -> tuple[bool, list[tuple[dict, Any]]]:
         # (any?, the (index, entry key) pairs that this binding is filed under)
-        any_mode, wanted = criteria(binding.arguments)
+        any_mode, wanted = criteria(binding.arguments, self._canonical)
         entries = [
             (self._by_presence, name) if value == VOID else (self._by_value, (name, value))
             for name, value in wanted
@@ -113,12 +126,12 @@ class HeadersExchange:
 
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         hits: dict[Binding, int] = {}
-        by_presence, valued = self._by_presence, self._valued
+        by_presence, valued, canonical_of = self._by_presence, self._valued, self._canonical
         for name, value in headers.items():
             for binding in by_presence.get(name, ()):
                 hits[binding] = hits.get(binding, 0) + 1
             if name in valued:
-                for binding in self._by_value.get((name, canonical(value, name)), ()):
+                for binding in self._by_value.get((name, canonical_of(value, name)), ()):
                     hits[binding] = hits.get(binding, 0) + 1
         needed = self._needed
         matched = [binding for binding, count in hits.items() if count >= needed[binding]]

@@ -6,9 +6,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from xroute.engines import TopicMatcher
+from xroute.errors import PreconditionFailed
 from xroute.engines.reference import pattern_matches
 from xroute.keys import check_pattern, is_short_key, split_words
 from xroute.model import Binding
+from xroute.profiles import DEFAULT_PROFILE, Profile
 
 
 class TopicExchange:
@@ -20,11 +22,19 @@ class TopicExchange:
 
     type_name = "topic"
 
-    def __init__(self, engine: str) -> None:
+    def __init__(self, engine: str, profile: Profile = DEFAULT_PROFILE) -> None:
         self.matcher = TopicMatcher(engine=engine)
+        self.max_hash_words = profile.max_hash_words
 
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
         check_pattern(routing_key)
+        limit = self.max_hash_words
+        if limit is not None and split_words(routing_key).count("#") > limit:
+            # RabbitMQ 4.3.5 and later: its trie grows exponentially in the number of '#'.
+            raise PreconditionFailed(
+                f"binding key {routing_key!r} has more than {limit} '#' words; RabbitMQ 4.3.5 "
+                "and later refuse it (406)"
+            )
 
     def bind(self, binding: Binding) -> None:
         self.matcher.add(binding.routing_key, binding)

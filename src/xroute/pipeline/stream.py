@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from xroute.batch import BatchRouter
-from xroute.definitions import read_definitions
+from xroute.definitions import read_definitions, with_profile
 from xroute.engines import TopicMatcher
 from xroute.errors import (
     DatasetError,
@@ -69,6 +69,7 @@ class StreamOptions:
     keep_columns: tuple[str, ...] = ()
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
+    rabbitmq: str | None = None  # the version profile (xroute.profiles)
 
 
 class StopRequested(Exception):
@@ -80,8 +81,11 @@ class Definitions:
     """The topology the stream routes with now: parsed, fingerprinted, broadcast; re-read at
     a batch boundary when asked and the file changed."""
 
-    def __init__(self, spark: Any, path: str, vhost: str | None, engine: str) -> None:
+    def __init__(
+        self, spark: Any, path: str, vhost: str | None, engine: str, rabbitmq: str | None = None
+    ) -> None:
         self.spark, self.path, self.vhost, self.engine = spark, path, vhost, engine
+        self.rabbitmq = rabbitmq
         self.broadcast: Any = None
         self.text = b""
         self._load(self._read())
@@ -96,7 +100,7 @@ class Definitions:
             raise DefinitionsError(
                 f"cannot read definitions file {self.path!r}: {error}", self.path
             ) from None
-        definitions = read_definitions(parsed)
+        definitions = dict(with_profile(read_definitions(parsed), self.rabbitmq))
         # Checks the definitions, and numbers queues and bindings as the workers will.
         topology = Topology.from_definitions(definitions, vhost=self.vhost, engine="reference")
         router = BatchRouter(topology)
@@ -168,7 +172,9 @@ def run_stream(
     """Run the stream until it ends (``available_now``), fails, or is stopped (SIGINT: after
     the current batch); the summary of every committed batch."""
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
-    definitions = Definitions(spark, options.definitions, options.vhost, options.engine)
+    definitions = Definitions(
+        spark, options.definitions, options.vhost, options.engine, options.rabbitmq
+    )
     dataset = io.read_message_stream(
         spark, options.source, options.format, options.schema, options.max_files
     )

@@ -79,15 +79,39 @@ class Outcome:
     hits: np.ndarray  # messages per binding, as BatchRouter.bindings
 
 
+# Columns read as the message's basic properties, by exchange types that hash or pick on them.
+PROPERTY_COLUMNS = ("message_id", "correlation_id", "timestamp")
+
+
+def properties_of(
+    router: BatchRouter, batch: pa.RecordBatch, message_ids: pa.Array | None = None
+) -> list[dict[str, Any]] | None:
+    """Each record's basic properties from the columns named as they are (`PROPERTY_COLUMNS`),
+    with ``message_ids`` (the pipeline's own, generated where a record has none) as
+    ``message_id``; None when the topology has no type that reads them."""
+    if not router.reads_properties:
+        return None
+    names = batch.schema.names
+    columns = {name: batch.column(name).to_pylist() for name in PROPERTY_COLUMNS if name in names}
+    if message_ids is not None:
+        columns["message_id"] = message_ids.to_pylist()
+    return [
+        {name: values[i] for name, values in columns.items() if values[i] is not None}
+        for i in range(batch.num_rows)
+    ]
+
+
 def route_records(
     router: BatchRouter,
     keys: pa.Array,
     exchanges: pa.Array,
     headers: pa.Array | None = None,
     corrupt: pa.Array | None = None,
+    properties: list[dict[str, Any]] | None = None,
 ) -> Outcome:
     """Route the records given as columns: routing keys, exchanges (null: refused), headers
-    (a map, a struct or JSON text; None: no headers) and Spark's corrupt-record column.
+    (a map, a struct or JSON text; None: no headers), Spark's corrupt-record column, and
+    each record's basic properties (`properties_of`; None: none).
 
     When a record has several faults, the one `Topology.route_message` would raise first is
     kept: the exchange, then the key, then the headers.
@@ -129,6 +153,7 @@ def route_records(
             exchange,
             keys if len(rows) == size else keys.take(rows),
             None if tables is None else [tables[r] for r in rows.tolist()],
+            None if properties is None else [properties[r] for r in rows.tolist()],
         )
         for local, error in routes.errors.items():
             errors[int(rows[local])] = error
@@ -174,6 +199,7 @@ def route_batch(
         exchanges,
         batch.column(HEADERS) if HEADERS in names else None,
         batch.column(CORRUPT) if CORRUPT in names else None,
+        properties_of(router, batch, message_ids),
     )
     delivery_rows, queue_ids, errors = outcome.delivery_rows, outcome.queue_ids, outcome.errors
     rejected_rows = np.array(sorted(errors), dtype=np.int64)

@@ -24,6 +24,7 @@ from typing import Any
 from rich.markup import escape
 from rich.tree import Tree
 
+from xroute.dead_letter import DeadLetter
 from xroute.engines.reference import pattern_matches
 from xroute.exchanges.direct import delimited_keys
 from xroute.exchanges.headers import X_MATCH, criteria
@@ -81,6 +82,8 @@ class Explanation:
     keys: list[str]  # the routing key, then the CC and BCC keys
     visits: list[Visit]
     queues: frozenset[str]
+    dead_letter: DeadLetter | None = None  # set when this is a dead-lettered copy's path
+    cycle_dropped: list[str] = field(default_factory=list)  # queues dropped as a DL cycle
 
     @property
     def routed(self) -> bool:
@@ -116,6 +119,18 @@ class Explanation:
             ],
             "queues": sorted(self.queues),
             "routed": self.routed,
+            **(
+                {
+                    "dead_letter": {
+                        "queue": self.dead_letter.queue,
+                        "reason": self.dead_letter.reason,
+                        "exchange": self.dead_letter.exchange,
+                    },
+                    "cycle_dropped": self.cycle_dropped,
+                }
+                if self.dead_letter is not None
+                else {}
+            ),
         }
 
 
@@ -124,6 +139,8 @@ def explain(
     exchange: str,
     routing_key: str,
     headers: Mapping[str, Any] | None = None,
+    *,
+    properties: Mapping[str, Any] | None = None,
 ) -> Explanation:
     """Route one message with `Topology.route_message` and explain every step of it.
 
@@ -135,7 +152,9 @@ def explain(
     def observe(visited: Exchange, matched: list[Binding], via: str) -> None:
         observed.append((visited, list(dict.fromkeys(matched)), via))
 
-    queues = topology.route_message(exchange, routing_key, headers, observer=observe)
+    queues = topology.route_message(
+        exchange, routing_key, headers, observer=observe, properties=properties
+    )
     table = check_headers(headers)
     keys = [routing_key, *sender_selected_keys(table, "CC"), *sender_selected_keys(table, "BCC")]
     table.pop("BCC", None)  # as route_message: exchanges never see BCC
@@ -143,6 +162,47 @@ def explain(
     for visited, matched, via in observed:
         visits.append(_visit(topology, visited, matched, via, keys, table, visits))
     return Explanation(exchange, routing_key, table, keys, visits, queues)
+
+
+def explain_dead_letter(
+    topology: Topology,
+    queue: str,
+    routing_key: str,
+    headers: Mapping[str, Any] | None = None,
+    reason: str = "rejected",
+    *,
+    exchange: str = "",
+    properties: Mapping[str, Any] | None = None,
+) -> Explanation:
+    """The path of the copy ``queue`` dead-letters (`Topology.dead_letter`): from its
+    dead-letter exchange on, and the queues dropped because they would close a cycle."""
+    copy = topology.dead_letter_copy(queue, routing_key, headers, reason, exchange=exchange)
+    observed: list[tuple[Exchange, list[Binding], str]] = []
+
+    def observe(visited: Exchange, matched: list[Binding], via: str) -> None:
+        observed.append((visited, list(dict.fromkeys(matched)), via))
+
+    queues = topology.route_dead_letter(copy, observe, properties=properties)
+    visits: list[Visit] = []
+    for visited, matched, via in observed:
+        via = "dead-lettered" if via == "published" else via
+        visits.append(_visit(topology, visited, matched, via, copy.keys, copy.headers, visits))
+    reached = {
+        m.binding.destination.name
+        for v in visits
+        for m in v.matched
+        if m.binding.destination.kind == "queue"
+    } | {q for v in visits for q in v.default_queues}
+    return Explanation(
+        copy.exchange or "",
+        copy.keys[0],
+        copy.headers,
+        copy.keys,
+        visits,
+        queues,
+        dead_letter=copy,
+        cycle_dropped=sorted(reached - queues),
+    )
 
 
 def _parent(name: str, via: str, earlier: list[Visit]) -> str | None:
@@ -213,6 +273,21 @@ def _how(
         return ["fanout: every binding gets the message"], [{"fanout": True}]
     if exchange_type == "headers":
         return _criteria_report(binding, headers)
+    if exchange_type == "x-recent-history":
+        return ["recent history: routes as fanout"], [{"fanout": True}]
+    if exchange_type == "x-consistent-hash":
+        return [f"consistent hash: the message's bucket belongs to weight {binding.routing_key}"], [
+            {"weight": binding.routing_key}
+        ]
+    if exchange_type == "x-modulus-hash":
+        return ["modulus hash: phash2 of the routing keys picks this binding"], [{"modulus": True}]
+    if exchange_type in ("x-random", "x-local-random"):
+        return ["random: one binding picked (xroute picks by message id; RabbitMQ at random)"], [
+            {"random": True}
+        ]
+    if exchange_type == "x-jms-topic":
+        selector = binding.arguments.get("rjms_erlang_selector")
+        return [f"JMS selector {selector!r} is true for the headers"], [{"selector": selector}]
     return [], []
 
 
@@ -380,6 +455,20 @@ def render_tree(explanation: Explanation) -> Tree:
         if visit.alternate is not None:
             note = f"alternate exchange {visit.alternate!r}: {visit.alternate_note}"
             node.add(escape(note))
+    if explanation.dead_letter is not None:
+        copy = explanation.dead_letter
+        root.label = (
+            f"copy dead-lettered by queue [bold]{escape(repr(copy.queue))}[/] "
+            f"({escape(copy.reason)}) to exchange {escape(repr(copy.exchange))}, "
+            f"keys {escape(keys)}"
+        )
+        if copy.exchange is None:
+            root.add("[bold red]dropped[/]: the queue has no dead-letter exchange")
+        elif copy.exchange not in {v.exchange for v in explanation.visits}:
+            root.add("[bold red]dropped[/]: the dead-letter exchange does not exist")
+        for queue in explanation.cycle_dropped:
+            root.add(f"[yellow]cycle[/]: queue {escape(repr(queue))} dropped (it already "
+                     "dead-lettered this message, with no rejection since)")
     if explanation.queues:
         root.add("[bold green]queues[/]: " + escape(", ".join(sorted(explanation.queues))))
     else:
@@ -392,6 +481,7 @@ def _visit_label(visit: Visit) -> str:
         "published": "published",
         "binding": f"via an exchange-to-exchange binding from {visit.parent!r}",
         "alternate": f"as the alternate exchange of {visit.parent!r}",
+        "dead-lettered": "as the dead-letter exchange",
     }.get(visit.via, visit.via)
     name = "(default)" if visit.exchange == DEFAULT_EXCHANGE else repr(visit.exchange)
     keys = ""

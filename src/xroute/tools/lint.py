@@ -15,6 +15,7 @@ from typing import Any
 
 from xroute.definitions import load_definitions, pick_vhost, read_definitions, section_entries
 from xroute.errors import InvalidArguments, InvalidLintInput, XRouteError
+from xroute.exchanges import UnsupportedExchange
 from xroute.exchanges.headers import X_MATCH, match_mode
 from xroute.headers import canonical
 from xroute.keys import HASH, split_words
@@ -34,6 +35,9 @@ LARGE_EXCHANGE = 1000
 CLIENT_ADDRESSING_MIN = 3
 CLIENT_ADDRESSING_MANY = 100
 _BUILTIN = {DEFAULT_EXCHANGE, *STANDARD_EXCHANGES}
+# The most '#' words RabbitMQ 4.3.5 and later accept in a topic binding key (every profile
+# warns of more: an export meant for an upgrade should know).
+MAX_HASH_WORDS_43 = 2
 
 
 def lint_definitions(
@@ -44,17 +48,21 @@ def lint_definitions(
     summary: str | Path | Mapping[str, Any] | None = None,
     large_exchange: int = LARGE_EXCHANGE,
     engine: str = "trie",
+    rabbitmq: str | None = None,
 ) -> LintReport:
     """Lint a RabbitMQ definitions export (a path, JSON text or a parsed dict).
 
     ``keys`` (`xroute.tools.cost.read_keys`) are real routing keys to measure the topic
     exchanges' cost on; ``summary`` is the pipeline's summary.json, whose bindings with no hits
-    are reported as never matched.
+    are reported as never matched. ``rabbitmq`` is the version profile bindings are checked
+    against (a topic key with more than two '#' is refused under "4.3").
     """
     defs = read_definitions(source, vhost)
     chosen = pick_vhost(defs, vhost)
     raw = [e for e in section_entries(defs, "bindings") if e.get("vhost", chosen) == chosen]
-    topology = load_definitions({**defs, "bindings": []}, vhost=chosen, engine=engine)
+    topology = load_definitions(
+        {**defs, "bindings": []}, vhost=chosen, engine=engine, rabbitmq=rabbitmq
+    )
     findings = list(_bind_all(topology, raw))
     findings += lint_topology(topology, large_exchange=large_exchange)
     if summary is not None:
@@ -169,6 +177,19 @@ def lint_topology(topology: Topology, *, large_exchange: int = LARGE_EXCHANGE) -
                     exchange=name,
                 )
             )
+        if type(exchange.kind) is UnsupportedExchange:
+            findings.append(
+                Finding(
+                    "unsupported-exchange-type",
+                    "warning",
+                    f"its type {exchange.type!r} is not one xroute knows",
+                    "xroute loads it and its bindings, but cannot say where a message that "
+                    "reaches it goes: routing one there raises UnsupportedExchangeType",
+                    "nothing to change in RabbitMQ; expect xroute to refuse the messages that "
+                    "reach this exchange",
+                    exchange=name,
+                )
+            )
         if exchange.type == "topic" and bindings:
             findings += _topic_findings(name, bindings, large_exchange)
         findings += _redundancy_findings(name, exchange.type, bindings)
@@ -214,6 +235,20 @@ def _topic_findings(name: str, bindings: list[Binding], large_exchange: int) -> 
                         "equivalent bindings easy to see"
                     ),
                     f"bind {'.'.join(normal)!r} instead",
+                    exchange=name,
+                    binding=binding_ref(binding),
+                )
+            )
+        if words.count(HASH) > MAX_HASH_WORDS_43:
+            findings.append(
+                Finding(
+                    "too-many-hash-words",
+                    "warning",
+                    f"{binding.routing_key!r} has {words.count(HASH)} '#' words",
+                    "RabbitMQ 4.3.5 and later refuse a binding key with more than two '#' "
+                    "(406), because their trie walk grows exponentially in them",
+                    "split the binding into several with at most two '#' each, or route on "
+                    "fewer words",
                     exchange=name,
                     binding=binding_ref(binding),
                 )

@@ -1,0 +1,69 @@
+"""x-recent-history (rabbitmq_recent_history_exchange): routes as fanout, and keeps the last N
+messages it routed (``x-recent-history-length``, default 20). A destination bound later
+receives them at once: a queue oldest first, an exchange newest first (as RabbitMQ 3.10.8 does;
+the plugin's source replays one list in both cases). A message with the header
+``x-recent-history-no-store`` set to true is routed but not kept.
+
+`Topology.route` stays a pure function of the message: only `Topology.publish` adds to the
+history, and `Topology.bind` returns what the new binding receives.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from xroute.errors import PreconditionFailed
+from xroute.exchanges.fanout import FanoutExchange
+from xroute.model import Binding
+
+LENGTH = "x-recent-history-length"
+NO_STORE = "x-recent-history-no-store"
+DEFAULT_LENGTH = 20
+
+
+@dataclass(frozen=True)
+class RecordedMessage:
+    """A message as a recent-history exchange keeps it."""
+
+    routing_key: str
+    headers: dict[str, Any] = field(default_factory=dict)
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+def history_length(arguments: Mapping[str, Any]) -> int:
+    """The exchange's ``x-recent-history-length``; `PreconditionFailed` as RabbitMQ refuses
+    anything but a positive integer."""
+    value = arguments.get(LENGTH, DEFAULT_LENGTH)
+    if type(value) is not int or value <= 0:
+        raise PreconditionFailed(
+            f"{LENGTH} must be a positive integer, got {value!r}; RabbitMQ refuses the "
+            "declaration (406)"
+        )
+    return value
+
+
+class RecentHistoryExchange(FanoutExchange):
+    """Fanout routing, and the last messages for the destinations bound later."""
+
+    type_name = "x-recent-history"
+
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        super().__init__()
+        self.history: deque[RecordedMessage] = deque(maxlen=history_length(arguments))
+
+    def record(self, message: RecordedMessage) -> None:
+        """Keep a message this exchange routed, unless it asks not to be kept."""
+        if message.headers.get(NO_STORE) is not True:
+            self.history.append(message)
+
+    def bind(self, binding: Binding) -> list[RecordedMessage]:
+        super().bind(binding)
+        if binding.destination.kind == "queue":
+            return list(self.history)
+        return list(reversed(self.history))
+
+    def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
+        return super().route(keys, headers)

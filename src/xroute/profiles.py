@@ -1,0 +1,59 @@
+"""RabbitMQ version profiles: what routing differs between the versions xroute reproduces.
+
+`Topology(rabbitmq="3.10")` routes as RabbitMQ 3.10 does; without a profile xroute follows 4.3,
+except that it accepts any number of ``#`` words in a topic binding. docs/semantics.md has the
+table of differences, each with the RabbitMQ change that made it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xroute.errors import UnknownProfile
+
+# Most recent first.
+VERSIONS = ("4.3", "4.0", "3.13", "3.12", "3.10")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The routing behaviours that differ between RabbitMQ versions."""
+
+    name: str | None  # None: xroute's default (4.3 without the '#' limit)
+    # Consistent hash on a header: the value with its AMQP type tag is hashed (<= 3.12,
+    # rabbit_misc:table_lookup), or the plain value (3.13+, message containers).
+    chx_hashes_type_tag: bool
+    # Consistent hash: the largest weight a binding may have (None: unbounded).
+    chx_max_weight: int | None
+    # Topic: the most '#' words a binding key may hold (None: any number).
+    max_hash_words: int | None
+    # Headers: a top-level integer header equals a float binding argument of the same value.
+    int_equals_float_at_top: bool
+    # x-modulus-hash: bindings taken in Erlang term order of their destination (4.3) rather
+    # than in the order the binding store lists them.
+    modulus_sorted: bool
+    # The AMQP reply code for declaring an exchange of an unknown type.
+    unknown_type_reply_code: int
+
+
+_PROFILES = {
+    None: Profile(None, False, 10_000, None, False, True, 503),
+    "4.3": Profile("4.3", False, 10_000, 2, False, True, 503),
+    "4.0": Profile("4.0", False, None, None, False, False, 503),
+    "3.13": Profile("3.13", False, None, None, True, False, 503),
+    "3.12": Profile("3.12", True, None, None, True, False, 503),
+    "3.10": Profile("3.10", True, None, None, True, False, 503),
+}
+
+
+def profile(name: str | Profile | None) -> Profile:
+    """The `Profile` for a version name (``"3.10"``...), or xroute's default for None."""
+    if isinstance(name, Profile):
+        return name
+    try:
+        return _PROFILES[name]
+    except (KeyError, TypeError):
+        raise UnknownProfile(name, list(VERSIONS)) from None
+
+
+DEFAULT_PROFILE = _PROFILES[None]
