@@ -108,6 +108,14 @@ class _Reader:
                 continue
             out.append(self.escape())
 
+    def strings(self) -> list[int]:
+        # Adjacent string literals are one string ("ab" "cd"), as the pretty printer splits
+        # a long string or binary over several lines.
+        out = self.chars('"')
+        while self.peek('"'):
+            out += self.chars('"')
+        return out
+
     def escape(self) -> int:
         text = self.text
         if self.at >= len(text):
@@ -167,7 +175,7 @@ class _Reader:
             self.at += 2
             return self.binary()
         if ch == '"':
-            return self.chars('"')
+            return self.strings()
         if ch == "'":
             return Atom("".join(map(chr, self.chars("'"))))
         if ch == "$":
@@ -220,7 +228,7 @@ class _Reader:
         while True:
             self.skip()
             if self.peek('"'):
-                data = self.chars('"')
+                data = self.strings()
                 if self.peek("/utf8"):
                     self.at += len("/utf8")
                     out += "".join(map(chr, data)).encode("utf-8")
@@ -238,12 +246,14 @@ class _Reader:
             return bytes(out)
 
 
-def parse_term(text: str) -> Any:
-    """The term in ``text``, which must end with ``.`` as ``erl_parse:parse_term`` wants;
-    `TermSyntaxError` otherwise."""
+def parse_term(text: str, full_stop: bool = True) -> Any:
+    """The term in ``text``, which must end with ``.`` as ``erl_parse:parse_term`` wants
+    (``full_stop=False``: may end without one, as ``~p`` prints terms); `TermSyntaxError`
+    otherwise."""
     reader = _Reader(text)
     term = reader.term()
-    reader.expect(".")
+    if full_stop or reader.peek("."):
+        reader.expect(".")
     reader.skip()
     if reader.at != len(text):
         raise reader.fail("text after the term")

@@ -1,4 +1,4 @@
-"""Erlang term text as RabbitMQ prints it: fixed cases from its logs and event headers, and
+"""Erlang term text as RabbitMQ prints it (read by `xroute.erlang.terms`): fixed cases from its logs and event headers, and
 terms printed by a real Erlang (``erl``) from random values read back exactly."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute.errors import TraceFormatError
-from xroute.traces.erlang import Atom, parse_term, typed_table
+from xroute.erlang import Atom
+from xroute.traces.erlang import parse_term, typed_table
 
 
 def test_a_properties_table_from_a_tracing_log():
