@@ -105,7 +105,7 @@ def diff(
     elif out is not None:
         from xroute.pipeline.diff import publish_report
 
-        publish_report(report, out, overwrite)
+        publish_report(report, out, overwrite, inputs=(old, new))
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:

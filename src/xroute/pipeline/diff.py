@@ -259,7 +259,8 @@ def run_diff(
     pipeline's commit protocol (docs/pipeline.md): ``changes/``, then ``diff.json`` (``report``
     with the traffic part added) and ``diff.png``, then ``_SUCCESS``. Returns the traffic part.
     Nothing is published unless the staged changes are exactly the changed messages counted."""
-    commit = Commit(options.out, [CHANGES], options.overwrite)
+    given = [d for d in (options.old, options.new) if isinstance(d, str)]
+    commit = Commit(options.out, [CHANGES], options.overwrite, inputs=[options.messages, *given])
     old_defs = read_definitions(options.old, options.vhost)
     new_defs = read_definitions(options.new, options.vhost)
     old = Topology.from_definitions(old_defs, vhost=options.vhost)
@@ -343,10 +344,13 @@ def stage_changes(compared: Any, commit: Commit) -> int:
     return rows
 
 
-def publish_report(report: Mapping[str, Any], out: str, overwrite: bool = False) -> None:
+def publish_report(
+    report: Mapping[str, Any], out: str, overwrite: bool = False, inputs: tuple[str, ...] = ()
+) -> None:
     """OUT/diff.json (and diff.png when ``report`` has traffic), on any storage, published as
-    `run_diff` publishes: a report without traffic (no log given)."""
-    commit = Commit(out, [], overwrite)
+    `run_diff` publishes: a report without traffic (no log given). ``inputs``: the definitions
+    read, which OUT may not overlap."""
+    commit = Commit(out, [], overwrite, inputs=inputs)
     try:
         commit.begin()
         commit.publish(report_files(report), {})

@@ -3,7 +3,8 @@
 Every path may be local or a storage URI. Outputs are staged under OUT and published only once
 the invariant (input = delivered + unroutable + rejected, and every written file counted)
 holds, ``_SUCCESS`` last (`xroute.pipeline.commit`): a failed run leaves no output behind, and
-an existing OUT is refused unless ``overwrite``.
+OUT is written only if it is new, empty, or an earlier xroute output replaced with
+``overwrite`` (`xroute.pipeline.output`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """Run the job on ``spark`` and return its summary (also written to DIR/summary.json)."""
     started = time.perf_counter()
-    commit = Commit(options.out, OUTPUTS, options.overwrite)
+    commit = Commit(options.out, OUTPUTS, options.overwrite, inputs=_inputs(options))
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = read_definitions(options.definitions, options.vhost)
     # Checks the definitions, and numbers the queues and bindings as the workers will; the
@@ -113,6 +114,12 @@ def run_pipeline(
         commit.abort()
         raise
     return summary
+
+
+def _inputs(options: PipelineOptions) -> tuple[str | None, ...]:
+    """The paths the run reads, which OUT may not overlap."""
+    definitions = options.definitions if isinstance(options.definitions, str) else None
+    return (options.messages, definitions)
 
 
 def _read(spark: Any, options: PipelineOptions) -> io.Dataset:

@@ -41,6 +41,7 @@ from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.job import check_invariant, merge_manifests, spark_error
 from xroute.pipeline.spark import session_settings
+from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
 from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
 from xroute.pipeline.transform import Plan
@@ -48,7 +49,6 @@ from xroute.pipeline.worker import MANIFEST_SCHEMA, OUTPUTS, Task, fingerprint, 
 from xroute.storage import Location, locate
 from xroute.topology import Topology
 
-STREAM_FILE = "_stream.json"  # OUT's record of the checkpoint (the stream) that writes it
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,9 @@ def run_stream(
     io.check_columns(dataset, options.exchange, options.keep_columns)
     plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
     out = locate(options.out)
-    stream_id = _claim(out, options.checkpoint)
+    check_apart(options.out, [options.source], what="stream source")
+    check_stream_out(out, options.out)
+    stream_id = _claim(out, options.checkpoint, options.out)
     markers = committed_batches(out)
     state = _State()
 
@@ -243,6 +245,7 @@ def run_stream(
         signal.signal(signal.SIGINT, previous)
         summaries.close()
         definitions.broadcast.unpersist()
+    _record_stream(out, options.checkpoint)  # OUT is this stream's, even with no batch yet
     return summary(markers)
 
 
@@ -374,25 +377,21 @@ def _checkpoint_id(checkpoint: str) -> str | None:
     return json.loads(metadata.read_bytes().decode().splitlines()[0])["id"]
 
 
-def _claim(out: Location, checkpoint: str) -> str:
+def _claim(out: Location, checkpoint: str, typed: str) -> str:
     """Refuse an OUT written by another stream: batch ids restart at 0 with a new checkpoint,
-    and batches already marked in OUT would be skipped, not routed. The stream's id."""
+    and batches already marked in OUT would be skipped, not routed (an OUT with batches but no
+    record of their stream is refused before, by `check_stream_out`). The stream's id."""
     mine = _checkpoint_id(checkpoint)
     record = out.child(STREAM_FILE)
     if record.exists():
         theirs = json.loads(record.read_bytes())["checkpoint_id"]
         if theirs != mine:
             raise OtherStreamOutput(
-                f"{out.uri} holds the output of another stream (checkpoint id {theirs}); "
+                f"{typed} holds the output of another stream (checkpoint id {theirs}); "
                 f"this checkpoint ({checkpoint}) is {'new' if mine is None else mine}: use a "
                 "new OUT, or the stream's own checkpoint",
                 out.uri,
             )
-    elif committed_batches(out):
-        raise OtherStreamOutput(
-            f"{out.uri} holds committed batches but no record of their stream: use a new OUT",
-            out.uri,
-        )
     return mine or "new"
 
 
