@@ -62,6 +62,24 @@ exchange_option = click.option(
 key_option = click.option("--key", "-k", default="", help="The routing key.")
 
 
+def column_options(command):
+    """``--routing-key-column``, ``--exchange-column``, ``--headers-column``: which of a
+    dataset's columns hold each record's routing key, exchange and headers."""
+    for name, default, what in reversed(
+        [
+            ("--routing-key-column", "routing_key", "routing key"),
+            ("--exchange-column", "exchange", "exchange (else --exchange)"),
+            ("--headers-column", "headers", "headers (a map, a struct or a JSON object as text)"),
+        ]
+    ):
+        dest = name[2:].replace("routing-", "").replace("-", "_")
+        command = click.option(
+            name, dest, default=default, show_default=True, metavar="NAME",
+            help=f"The column that holds each record's {what}.",
+        )(command)
+    return command
+
+
 def message_options(command):
     """The options that describe one message to route: definitions, vhost, exchange, key,
     headers and --json."""

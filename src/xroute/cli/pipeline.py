@@ -10,7 +10,12 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
-from xroute.cli.options import definitions_option, resolve_definitions, vhost_option
+from xroute.cli.options import (
+    column_options,
+    definitions_option,
+    resolve_definitions,
+    vhost_option,
+)
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.pyarrow_reader import READERS
@@ -51,7 +56,12 @@ def _columns(text: str | None) -> tuple[str, ...]:
     help="Spark master URL (default: local[*,3], every core and 3 tries per task; or "
     "spark-submit's).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace an earlier xroute output in OUT (only the files its _SUCCESS names; any "
+    "other file stays, and a folder that holds no xroute output is never written).",
+)
 @click.option(
     "--keep-columns", default=None, metavar="A,B", help="Input columns to copy into deliveries."
 )
@@ -77,6 +87,7 @@ def _columns(text: str | None) -> tuple[str, ...]:
     default=None,
     help="Show a progress bar (default: when stderr is a terminal).",
 )
+@column_options
 def pipeline(
     definitions: str,
     vhost: str | None,
@@ -90,6 +101,9 @@ def pipeline(
     engine: str,
     reader: str,
     progress: bool | None,
+    key_column: str,
+    exchange_column: str,
+    headers_column: str,
 ) -> None:
     """Route every message of a dataset through a topology, on Spark.
 
@@ -99,7 +113,9 @@ def pipeline(
     credentials come from the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     AWS_ENDPOINT_URL, AWS_REGION), on the driver and on every executor.
     """
+    from xroute.pipeline.io import Columns
     from xroute.pipeline.job import PipelineOptions, run_pipeline
+    from xroute.pipeline.preflight import check_pipeline
     from xroute.pipeline.spark import start_spark
     from xroute.pipeline.summary import summary_tables
 
@@ -116,7 +132,9 @@ def pipeline(
         vhost=vhost,
         reader=reader,
         progress=sys.stderr.isatty() if progress is None else progress,
+        columns=Columns(key_column, exchange_column, headers_column),
     )
+    options = check_pipeline(options)  # before Spark starts: a mistake costs a second
     started = time.perf_counter()
     with console.status("starting Spark", spinner="dots") if options.progress else nullcontext():
         spark = start_spark(master)

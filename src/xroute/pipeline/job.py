@@ -61,6 +61,7 @@ class PipelineOptions:
     reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.pyarrow_reader`
     progress: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
+    columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
 
 
 def run_pipeline(
@@ -76,14 +77,14 @@ def run_pipeline(
     topology = Topology.from_definitions(definitions, vhost=options.vhost, engine="reference")
     router = BatchRouter(topology)
     dataset = _read(spark, options)
-    io.check_columns(dataset, options.exchange, options.keep_columns)
-    plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
+    io.check_columns(dataset, options.exchange, options.keep_columns, options.columns)
+    plan = make_plan(dataset, options.exchange, options.keep_columns, options.columns)
     phases = {"prepare": time.perf_counter() - started}
     try:
         commit.begin()
         counts, manifest = _route(spark, options, dataset, plan, definitions, commit, phases)
         mark = time.perf_counter()
-        top_keys = _top_unroutable(commit, counts["unroutable"])
+        top_keys = _top_unroutable(commit, counts["unroutable"], plan.key_column)
         _write_empty_outputs(_batch_schema(spark, dataset), plan, router, commit)
         phases["unroutable_keys"] = time.perf_counter() - mark
         wall = time.perf_counter() - started
@@ -141,7 +142,25 @@ def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
             raise DatasetError(
                 f"--reader pyarrow reads Parquet only; this dataset is {fmt}", options.reader
             )
-    return io.read_messages(spark, options.messages, fmt)
+    return io.read_messages(spark, options.messages, fmt, options.columns)
+
+
+def make_plan(
+    dataset: io.Dataset,
+    exchange: str | None,
+    keep_columns: tuple[str, ...],
+    names: io.Columns = io.Columns(),
+) -> Plan:
+    """What each task needs to route the dataset's records."""
+    return Plan(
+        dataset.columns,
+        exchange,
+        tuple(keep_columns),
+        dataset.root,
+        key_column=names.key,
+        exchange_column=names.exchange,
+        headers_column=names.headers,
+    )
 
 
 def _route(
@@ -290,7 +309,7 @@ def check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
         )
 
 
-def _top_unroutable(commit: Commit, unroutable: int) -> list[tuple[str, int]]:
+def _top_unroutable(commit: Commit, unroutable: int, key: str) -> list[tuple[str, int]]:
     """The most frequent keys of the unroutable parts (ties by key), counted file by file."""
     if not unroutable:
         return []
@@ -299,7 +318,7 @@ def _top_unroutable(commit: Commit, unroutable: int) -> list[tuple[str, int]]:
     counts: Counter = Counter()
     for part in commit.staged("unroutable"):
         with part.filesystem.open_input_file(part.path) as source:
-            keys = pq.read_table(source, columns=[io.KEY]).column(io.KEY)
+            keys = pq.read_table(source, columns=[key]).column(key)
         found = pc.value_counts(keys).flatten()
         counts.update(dict(zip(found[0].to_pylist(), found[1].to_pylist())))
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_KEYS]

@@ -40,6 +40,7 @@ from xroute.pipeline.io import (
     data_files,
     dataset_root,
     partitioned,
+    shown,
 )
 from xroute.storage import Location, locate
 
@@ -70,7 +71,7 @@ def survey(path: str) -> Dataset:
     files = data_files(target)
     # Footers are small reads: on an object store their latency, not their size, is the cost.
     with ThreadPoolExecutor(FOOTER_READERS) as pool:
-        sources = list(pool.map(_open, files))
+        sources = list(pool.map(open_parquet, files))
     footers, first_schema, first_file = [], None, None
     for file, source in zip(files, sources):
         schema = source.schema_arrow
@@ -100,11 +101,14 @@ def survey(path: str) -> Dataset:
     )
 
 
-def _open(file: Location) -> pq.ParquetFile:
+def open_parquet(file: Location) -> pq.ParquetFile:
+    """The Parquet file, its footer read; `DatasetError` naming the file and why otherwise."""
     try:
         return pq.ParquetFile(file.filesystem.open_input_file(file.path))
     except (OSError, pa.ArrowException) as error:
-        raise DatasetError(f"cannot read {file.uri!r} as Parquet: {error}", file.uri) from None
+        raise DatasetError(
+            f"cannot read {shown(file.uri)} as Parquet: {error}", file.uri
+        ) from None
 
 
 def _refuse_int96(source: pq.ParquetFile, file: Location) -> None:

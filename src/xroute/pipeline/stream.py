@@ -39,7 +39,7 @@ from xroute.errors import (
 )
 from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.job import check_invariant, merge_manifests, spark_error
+from xroute.pipeline.job import check_invariant, make_plan, merge_manifests, spark_error
 from xroute.pipeline.spark import session_settings
 from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
@@ -69,6 +69,7 @@ class StreamOptions:
     keep_columns: tuple[str, ...] = ()
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
+    columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
 
 
 class StopRequested(Exception):
@@ -170,10 +171,10 @@ def run_stream(
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = Definitions(spark, options.definitions, options.vhost, options.engine)
     dataset = io.read_message_stream(
-        spark, options.source, options.format, options.schema, options.max_files
+        spark, options.source, options.format, options.schema, options.max_files, options.columns
     )
-    io.check_columns(dataset, options.exchange, options.keep_columns)
-    plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
+    io.check_columns(dataset, options.exchange, options.keep_columns, options.columns)
+    plan = make_plan(dataset, options.exchange, options.keep_columns, options.columns)
     out = locate(options.out)
     check_apart(options.out, [options.source], what="stream source")
     check_stream_out(out, options.out)

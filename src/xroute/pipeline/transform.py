@@ -41,12 +41,16 @@ class Plan:
     default_exchange: str | None = None
     keep_columns: tuple[str, ...] = ()
     root: str = ""  # stripped from file URIs to make generated message ids
+    key_column: str = KEY  # the columns that hold each record's routing key, exchange, headers
+    exchange_column: str = EXCHANGE
+    headers_column: str = HEADERS
 
     @property
     def record_columns(self) -> list[str]:
-        """The columns of an unroutable or rejected record: message_id, exchange, the rest."""
-        rest = [c for c in self.columns if c not in (MESSAGE_ID, EXCHANGE)]
-        return [MESSAGE_ID, EXCHANGE, *rest]
+        """The columns of an unroutable or rejected record: message_id, the exchange, the
+        rest (Spark's corrupt-record column aside: a rejected record's reason quotes it)."""
+        rest = [c for c in self.columns if c not in (MESSAGE_ID, self.exchange_column, CORRUPT)]
+        return [MESSAGE_ID, self.exchange_column, *rest]
 
 
 @dataclass
@@ -170,9 +174,9 @@ def route_batch(
     exchanges = _exchanges(batch, plan, batch.num_rows)
     outcome = route_records(
         router,
-        batch.column(KEY),
+        batch.column(plan.key_column),
         exchanges,
-        batch.column(HEADERS) if HEADERS in names else None,
+        batch.column(plan.headers_column) if plan.headers_column in names else None,
         batch.column(CORRUPT) if CORRUPT in names else None,
     )
     delivery_rows, queue_ids, errors = outcome.delivery_rows, outcome.queue_ids, outcome.errors
@@ -252,7 +256,7 @@ def relative_path(uri: str, root: str) -> str:
 
 def _exchanges(batch: pa.RecordBatch, plan: Plan, size: int) -> pa.Array:
     """The exchange each record is published to: its own, else ``--exchange``."""
-    column = batch.column(EXCHANGE) if EXCHANGE in plan.columns else None
+    column = batch.column(plan.exchange_column) if plan.exchange_column in plan.columns else None
     return exchanges_of(column, plan.default_exchange, size)
 
 
@@ -331,8 +335,10 @@ def _records(
 ) -> pa.RecordBatch:
     """The batch as unroutable/rejected records: message_id, exchange, then the rest."""
     arrays, names = [message_ids], [MESSAGE_ID]
-    arrays.append(batch.column(EXCHANGE) if EXCHANGE in plan.columns else exchanges)
-    names.append(EXCHANGE)
+    arrays.append(
+        batch.column(plan.exchange_column) if plan.exchange_column in plan.columns else exchanges
+    )
+    names.append(plan.exchange_column)
     for name in plan.record_columns[2:]:
         arrays.append(batch.column(name))
         names.append(name)
