@@ -32,6 +32,7 @@ from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
 from xroute.pipeline.pyarrow_reader import READERS, arrow_schema, plan_splits, survey
 from xroute.pipeline.spark import session_settings
+from xroute.storage import locate
 from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
 from xroute.pipeline.transform import Plan, route_batch
 from xroute.pipeline.worker import (
@@ -211,7 +212,7 @@ def _route(
     except XRouteError:
         raise
     except Exception as error:
-        raise PipelineFailed(f"the Spark job failed: {spark_error(error)}") from None
+        raise spark_failure(error, options.messages) from None
     finally:
         broadcast.unpersist()
     manifest = merge_manifests(manifests)
@@ -339,6 +340,41 @@ def _write_empty_outputs(
 def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:
     """The Arrow schema of the batches the routing function gets, whichever reader."""
     return arrow_schema(dataset, spark.conf.get("spark.sql.session.timeZone"))
+
+
+def spark_failure(error: Exception, source: str) -> XRouteError:
+    """A failed Spark job as one error: `DatasetError` naming the input file that could not
+    be read and why (by Spark's reader or a task's), else `PipelineFailed` in a sentence."""
+    unreadable = unreadable_file(str(error), source)
+    if unreadable is not None:
+        path, sentence = unreadable
+        return DatasetError(sentence, path)
+    return PipelineFailed(f"the Spark job failed: {spark_error(error)}")
+
+
+def unreadable_file(text: str, source: str) -> tuple[str, str] | None:
+    """(the file, "cannot read FILE: why") when a Spark error's text says that a file under
+    ``source`` could not be read, by Spark's reader or by a task (whose `DatasetError` names
+    it already)."""
+    raised = re.search(r"xroute\.errors\.DatasetError: (cannot read (\S+?):? .*)", text)
+    if raised:
+        return raised.group(2), raised.group(1).strip()
+    location = locate(source)
+    root = io.local_path(location.uri) if location.local else location.uri
+    # Spark names the file as file:/path or file:///path, often followed by a full stop.
+    found = re.search(re.escape(root.rstrip("/")) + r"(/[^\s'\",;]*[^\s'\",;.])?", text)
+    if not found:
+        return None
+    path = found.group(0)
+    cause = _root_cause(text).replace(f"file://{path}", "it").replace(f"file:{path}", "it")
+    return io.shown(path), f"cannot read {io.shown(path)}: {cause}"
+
+
+def _root_cause(text: str) -> str:
+    """The innermost cause of a Java stack trace, without its exception class."""
+    causes = [line for line in text.splitlines() if line.startswith("Caused by:")]
+    line = causes[-1] if causes else text.strip().splitlines()[0]
+    return re.sub(r"^(Caused by:\s*)?([\w.$]+(Exception|Error):\s*)?", "", line).strip()[:300]
 
 
 def spark_error(error: Exception) -> str:

@@ -224,11 +224,12 @@ def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.
     columns cast to ``schema``, then the file (one dictionary entry) and each row's number."""
     columns = [f.name for f in schema if f.name not in (FILE_COLUMN, ROW_COLUMN)]
     file = locate(split.uri)
-    source = pq.ParquetFile(file.filesystem.open_input_file(file.path))
+    source = open_parquet(file)
     file_name = pa.array([split.uri], pa.string())
     row = split.first_row
-    for batch in source.iter_batches(
-        batch_size=batch_rows, row_groups=list(split.row_groups), columns=columns
+    for batch in _named_errors(
+        source.iter_batches(batch_size=batch_rows, row_groups=list(split.row_groups), columns=columns),
+        file,
     ):
         size = batch.num_rows
         arrays = [_cast(batch.column(name), schema.field(name).type, name) for name in columns]
@@ -236,6 +237,14 @@ def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.
         arrays.append(pa.array(np.arange(row, row + size, dtype=np.int64)))
         row += size
         yield pa.RecordBatch.from_arrays(arrays, names=[*columns, FILE_COLUMN, ROW_COLUMN])
+
+
+def _named_errors(batches: Iterator[pa.RecordBatch], file: Location) -> Iterator[pa.RecordBatch]:
+    """The batches; a file that breaks while being read (a corrupt page) is named."""
+    try:
+        yield from batches
+    except (OSError, pa.ArrowException) as error:
+        raise DatasetError(f"cannot read {shown(file.uri)} as Parquet: {error}", file.uri) from None
 
 
 def _cast(column: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:

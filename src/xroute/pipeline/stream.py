@@ -18,7 +18,6 @@ checkpoint is Spark's: a local path (or HDFS).
 from __future__ import annotations
 
 import json
-import re
 import signal
 import threading
 import time
@@ -39,7 +38,13 @@ from xroute.errors import (
 )
 from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.job import check_invariant, make_plan, merge_manifests, spark_error
+from xroute.pipeline.job import (
+    check_invariant,
+    make_plan,
+    merge_manifests,
+    spark_error,
+    unreadable_file,
+)
 from xroute.pipeline.spark import session_settings
 from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
@@ -322,27 +327,16 @@ def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
 def _failure(error: Exception, source: str) -> XRouteError:
     """A Spark failure while reading or routing a batch, in a sentence; a file Spark cannot
     read at all is named (the stream stops rather than skip it)."""
-    text = str(error)
-    root = io.local_path(locate(source).uri).rstrip("/") + "/"
-    # Spark names the file as file:/path or file:///path, often followed by a full stop.
-    found = re.search(re.escape(root) + r"[^\s'\",;]*[^\s'\",;.]", text)
-    if found:
-        path = found.group(0)
-        cause = _root_cause(text).replace(f"file://{path}", "it").replace(f"file:{path}", "it")
+    unreadable = unreadable_file(str(error), source)
+    if unreadable is not None:
+        path, sentence = unreadable
         return DatasetError(
-            f"Spark cannot read {path}: {cause}. The stream stopped rather than skip it; "
+            f"{sentence}. The stream stopped rather than skip it; "
             "its batch is not committed: replace the file by a readable one of the same name "
             "and start the stream again (Spark replays the batch with the same files)",
             path,
         )
     return PipelineFailed(f"the stream failed: {spark_error(error)}")
-
-
-def _root_cause(text: str) -> str:
-    """The innermost cause of a Java stack trace, without its exception class."""
-    causes = [line for line in text.splitlines() if line.startswith("Caused by:")]
-    line = causes[-1] if causes else text.strip().splitlines()[0]
-    return re.sub(r"^(Caused by:\s*)?([\w.$]+(Exception|Error):\s*)?", "", line).strip()[:300]
 
 
 def _nothing(router: BatchRouter) -> dict[str, Any]:

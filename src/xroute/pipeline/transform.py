@@ -89,15 +89,17 @@ def route_records(
     exchanges: pa.Array,
     headers: pa.Array | None = None,
     corrupt: pa.Array | None = None,
+    refused: dict[int, XRouteError] | None = None,
 ) -> Outcome:
     """Route the records given as columns: routing keys, exchanges (null: refused), headers
-    (a map, a struct or JSON text; None: no headers) and Spark's corrupt-record column.
+    (a map, a struct or JSON text; None: no headers) and Spark's corrupt-record column;
+    ``refused``: rows already refused, with their errors.
 
     When a record has several faults, the one `Topology.route_message` would raise first is
     kept: the exchange, then the key, then the headers.
     """
     size = len(keys)
-    errors: dict[int, XRouteError] = {}
+    errors: dict[int, XRouteError] = dict(refused or {})
     if corrupt is not None:  # a line Spark could not parse has no fields at all: that is all
         for i in _flat(pc.is_valid(corrupt)):
             text = corrupt[i].as_py()
@@ -169,6 +171,8 @@ def route_batch(
     ``rows_seen`` counts the rows read so far per file, for text formats whose rows Spark does
     not number (the caller keeps it across the batches of one task).
     """
+    refused: dict[int, XRouteError] = {}
+    batch = _text_checked(batch, refused)
     names = batch.schema.names
     message_ids = _message_ids(batch, plan, rows_seen)
     exchanges = _exchanges(batch, plan, batch.num_rows)
@@ -178,6 +182,7 @@ def route_batch(
         exchanges,
         batch.column(plan.headers_column) if plan.headers_column in names else None,
         batch.column(CORRUPT) if CORRUPT in names else None,
+        refused,
     )
     delivery_rows, queue_ids, errors = outcome.delivery_rows, outcome.queue_ids, outcome.errors
     rejected_rows = np.array(sorted(errors), dtype=np.int64)
@@ -205,6 +210,43 @@ def route_batch(
 
 
 # ---------------------------------------------------------------------- the columns
+
+
+def _text_checked(batch: pa.RecordBatch, refused: dict[int, XRouteError]) -> pa.RecordBatch:
+    """The batch with every text value that is not valid UTF-8 (Spark hands a JSON or CSV
+    file's bytes on as they are) made null, its record refused with the bytes in the reason:
+    one bad record is rejected, the job goes on."""
+    columns = list(batch.columns)
+    for index, field in enumerate(batch.schema):
+        column = columns[index]
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            continue
+        try:
+            column.validate(full=True)  # a scan in C++: the usual case costs nothing more
+            continue
+        except pa.ArrowInvalid:
+            pass
+        raw = column.cast(pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary())
+        bad = np.zeros(len(raw), dtype=bool)
+        for row, value in enumerate(raw.to_pylist()):
+            if value is None:
+                continue
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as error:
+                bad[row] = True
+                what = "the record" if field.name == CORRUPT else f"the record's {field.name!r}"
+                refused.setdefault(
+                    row,
+                    DatasetError(
+                        f"{what} is not valid UTF-8 ({error.reason} at byte {error.start}): "
+                        f"{value[:80]!r}",
+                        field.name,
+                    ),
+                )
+        cleaned = pc.if_else(pa.array(bad), pa.scalar(None, raw.type), raw)
+        columns[index] = cleaned.cast(field.type)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _message_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None) -> pa.Array:
