@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import warnings
 from typing import Any
@@ -32,11 +33,24 @@ class XRouteGroup(click.Group):
                 click.echo(f"xroute: error: {error}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             except KeyboardInterrupt:
-                # The run has cleaned up on its way out; py4j's threads would now log each
-                # interrupted call to the JVM with a traceback.
-                logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+                logging.disable(logging.CRITICAL)  # the run has cleaned up on its way out
                 click.echo("xroute: stopped (Ctrl-C)", err=True)
                 sys.exit(EXIT_INTERRUPTED)
+
+
+def quiet_interrupts() -> None:
+    """Make Ctrl-C during a Spark job one line: Spark's own handler cancels the jobs while a
+    call to the JVM is under way, and py4j logs each call it interrupts with a traceback.
+    Called once Spark has started (it installs its handler then)."""
+    spark_handler = signal.getsignal(signal.SIGINT)
+
+    def interrupted(signum: int, frame: Any) -> None:
+        logging.disable(logging.CRITICAL)
+        if callable(spark_handler):
+            spark_handler(signum, frame)  # cancels the jobs, raises KeyboardInterrupt
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
 
 
 _python_show_warning = warnings.showwarning

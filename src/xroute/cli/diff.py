@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli
+from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
 from xroute.cli.options import resolve_definitions, vhost_option
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
@@ -100,7 +100,9 @@ def diff(
             engine=engine, overwrite=overwrite, samples=samples,
         )
         report["messages"] = messages
-        traffic = run_diff(start_spark(master), options, report)
+        spark = start_spark(master)
+        quiet_interrupts()
+        traffic = run_diff(spark, options, report)
         report["traffic"] = traffic.to_dict()
     elif out is not None:
         from xroute.pipeline.diff import publish_report

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
 
+from xroute.errors import ManagementURLError
 from xroute.management import (
     fetch_definitions,
     is_management_url,
@@ -98,12 +100,23 @@ def resolve_definitions(definitions: str, vhost: str | None) -> str | dict[str, 
     password = password_from_env()
     if password is None:
         endpoint = parse_management_url(definitions)  # a bad URL fails before the prompt
+        if not can_ask():
+            raise ManagementURLError(
+                f"no password for {endpoint.user!r} at {endpoint.base}, and no terminal to ask "
+                "for one on: set RABBITMQ_PASSWORD in the environment",
+                definitions,
+            )
         password = click.prompt(
             f"RabbitMQ password for {endpoint.user!r} at {endpoint.base}",
             hide_input=True,
             err=True,
         )
     return fetch_definitions(definitions, vhost, password=password)
+
+
+def can_ask() -> bool:
+    """Whether a person can be asked for a password: stdin is a terminal (not cron, not CI)."""
+    return sys.stdin.isatty()
 
 
 def load_topology(definitions: str, vhost: str | None, engine: str | None = None) -> Topology:

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 import click
 from rich.console import Console
 
-from xroute.cli import cli
+from xroute.cli import cli, quiet_interrupts
 from xroute.cli.options import (
     column_options,
     definitions_option,
@@ -138,6 +138,7 @@ def pipeline(
     started = time.perf_counter()
     with console.status("starting Spark", spinner="dots") if options.progress else nullcontext():
         spark = start_spark(master)
+    quiet_interrupts()
     session_start = time.perf_counter() - started
     summary = run_pipeline(spark, options, session_start_s=session_start)
     for table in summary_tables(summary):
