@@ -186,6 +186,15 @@ class OtherStreamOutput(OutputExists):
         self.path = path
 
 
+class MissingDependency(XRouteError, ImportError):
+    """A part of xroute whose optional dependency is not installed; the message names the
+    ``pip install 'xroute[EXTRA]'`` that brings it."""
+
+    def __init__(self, message: str, module: Any = None) -> None:
+        super().__init__(message)
+        self.module = module
+
+
 class JavaUnavailable(XRouteError, RuntimeError):
     """Spark cannot start: no Java runtime, or one older than Spark needs."""
 

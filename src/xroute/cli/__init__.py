@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from xroute.errors import XRouteError
+from xroute.extras import missing
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # also click's own code for a usage error
@@ -31,6 +32,12 @@ class XRouteGroup(click.Group):
                 return super().invoke(ctx)
             except XRouteError as error:
                 click.echo(f"xroute: error: {error}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
+            except ModuleNotFoundError as error:
+                needed = missing(error)  # a command whose extra is not installed
+                if needed is None:
+                    raise
+                click.echo(f"xroute: error: {needed}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             except KeyboardInterrupt:
                 logging.disable(logging.CRITICAL)  # the run has cleaned up on its way out

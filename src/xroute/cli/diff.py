@@ -14,6 +14,7 @@ from rich.table import Table
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
 from xroute.cli.options import resolve_definitions, vhost_option
 from xroute.engines import ENGINES
+from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.tools.diff import StaticDiff, static_diff
 from xroute.topology import Topology
@@ -81,11 +82,17 @@ def diff(
     """
     if messages is not None and out is None:
         raise click.UsageError("--messages needs --out: the changed messages are written there")
+    if messages is not None:
+        require("pyspark", "pandas", "matplotlib", what="xroute diff -m")
     old_defs = resolve_definitions(old, vhost)
     new_defs = resolve_definitions(new, vhost)
     before = Topology.from_definitions(old_defs, vhost=vhost)
     after = Topology.from_definitions(new_defs, vhost=vhost)
     static = static_diff(before, after)
+    if messages is not None:
+        from xroute.pipeline.preflight import check_diff
+
+        check_diff(messages, fmt, out, overwrite, (old, new))  # before Spark starts
     # URLs are safe to record: they never hold a password (parse_management_url refuses one).
     report: dict[str, Any] = {"old": old, "new": new, "static": static.to_dict()}
     traffic = None

@@ -17,6 +17,7 @@ from xroute.cli.options import (
     vhost_option,
 )
 from xroute.engines import ENGINES
+from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.pyarrow_reader import READERS
 
@@ -113,6 +114,7 @@ def pipeline(
     credentials come from the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     AWS_ENDPOINT_URL, AWS_REGION), on the driver and on every executor.
     """
+    require("pyspark", "pandas", "matplotlib", what="xroute pipeline")
     from xroute.pipeline.io import Columns
     from xroute.pipeline.job import PipelineOptions, run_pipeline
     from xroute.pipeline.preflight import check_pipeline
