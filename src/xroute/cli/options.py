@@ -61,7 +61,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 exchange_option = click.option(
     "--exchange", "-e", required=True, help="The exchange the message is published to."
 )
-key_option = click.option("--key", "-k", default="", help="The routing key.")
+key_option = click.option(
+    "--key",
+    "-k",
+    required=True,
+    help="The routing key (required; -k '' routes the empty key, as fanout and headers "
+    "exchanges are often published to).",
+)
 
 
 def column_options(command):

@@ -43,6 +43,7 @@ from xroute.pipeline.worker import (
     partition_function,
     split_function,
 )
+from xroute.tools.lint import FINGERPRINT, topology_fingerprint
 from xroute.topology import Topology
 
 
@@ -104,6 +105,8 @@ def run_pipeline(
             extra={
                 "format": dataset.format,
                 "reader": "spark" if dataset.frame is not None else "pyarrow",
+                # lint --summary reads a summary only against the topology it was made with
+                FINGERPRINT: topology_fingerprint(topology),
                 "partitions": manifest["partitions"],
                 "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()},
                 # Summed over tasks: where the executors' Python time went.
