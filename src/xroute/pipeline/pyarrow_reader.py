@@ -80,7 +80,7 @@ def survey(path: str) -> Dataset:
             _refuse_int96(source, file)
         elif not schema.equals(first_schema):
             raise DatasetError(
-                f"{file.uri!r} and {first_file.uri!r} have different schemas: {_ASK_SPARK}",
+                f"{shown(file.uri)!r} and {shown(first_file.uri)!r} have different schemas: {_ASK_SPARK}",
                 file.uri,
             )
         metadata = source.metadata
@@ -117,7 +117,7 @@ def _refuse_int96(source: pq.ParquetFile, file: Location) -> None:
     for i in range(len(parquet)):
         if parquet.column(i).physical_type == "INT96":
             raise DatasetError(
-                f"{file.uri!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
+                f"{shown(file.uri)!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
                 file.uri,
             )
 
