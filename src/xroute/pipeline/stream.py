@@ -161,18 +161,22 @@ class Background:
 class _State:
     """What the driver's main thread and Spark's foreachBatch thread share."""
 
-    def __init__(self) -> None:
-        self.stop = threading.Event()
+    def __init__(self, stop: threading.Event | None = None) -> None:
+        self.stop = stop or threading.Event()
+        self.interrupted = False  # the stop came from Ctrl-C (SIGINT), not from ``stop``
         self.lock = threading.Lock()  # guards ``running`` against ``stop``
         self.running = False  # a batch is being processed
         self.error: BaseException | None = None
 
 
 def run_stream(
-    spark: Any, options: StreamOptions, say: Callable[[str], None] = print
+    spark: Any,
+    options: StreamOptions,
+    say: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """Run the stream until it ends (``available_now``), fails, or is stopped (SIGINT: after
-    the current batch); the summary of every committed batch."""
+    """Run the stream until it ends (``available_now``), fails, or is stopped (by SIGINT, or
+    by setting ``stop``: after the current batch); the summary of every committed batch."""
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = Definitions(spark, options.definitions, options.vhost, options.engine)
     dataset = io.read_message_stream(
@@ -185,7 +189,7 @@ def run_stream(
     check_stream_out(out, options.out)
     stream_id = _claim(out, options.checkpoint, options.out)
     markers = committed_batches(out)
-    state = _State()
+    state = _State(stop)
 
     def summary(committed: dict[int, dict[str, Any]]) -> dict[str, Any]:
         result = stream_summary(
@@ -242,7 +246,11 @@ def run_stream(
     # Text files are read whole, each by one task, so that generated ids (file:row) count
     # rows from the file's start; the query keeps the settings it started with.
     settings = io.WHOLE_FILES if dataset.format != "parquet" else {}
-    previous = signal.signal(signal.SIGINT, lambda *_: state.stop.set())
+    def interrupted(*_: Any) -> None:
+        state.interrupted = True
+        state.stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
     try:
         with session_settings(spark, settings):
             query = writer.start()
@@ -308,7 +316,7 @@ def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
                 return
         except StreamingQueryException as error:
             if isinstance(state.error, StopRequested):
-                say("stopped (Ctrl-C) between batches; the next start goes on from here")
+                say(f"stopped{_why(state)} between batches; the next start goes on from here")
                 return
             if isinstance(state.error, XRouteError):
                 raise state.error from None
@@ -320,8 +328,12 @@ def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
                 # Between batches: a batch that starts from now on sees the stop and is not
                 # run (the lock is not held here: stop() waits for Spark's batch thread).
                 query.stop()
-                say("stopped (Ctrl-C) after the last committed batch")
+                say(f"stopped{_why(state)} after the last committed batch")
                 return
+
+
+def _why(state: _State) -> str:
+    return " (Ctrl-C)" if state.interrupted else ""
 
 
 def _failure(error: Exception, source: str) -> XRouteError:
