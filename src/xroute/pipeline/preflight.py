@@ -44,15 +44,7 @@ def check_pipeline(options: Any) -> Any:
     given = options.definitions if isinstance(options.definitions, str) else None
     check_apart(options.out, [options.messages, given])
     check_writable(locate(options.out), options.out, options.overwrite)
-    columns = dataset_columns(options.messages, fmt)
-    if columns is not None:
-        io.check_column_names(
-            columns,
-            options.exchange,
-            options.keep_columns,
-            options.columns,
-            source=f"message dataset {options.messages!r}",
-        )
+    _check_columns(options.messages, fmt, options, f"message dataset {options.messages!r}")
     return replace(options, definitions=definitions)
 
 
@@ -80,19 +72,20 @@ def check_stream(options: Any) -> None:
     source = locate(options.source)
     if source.exists() and not source.is_dir():
         raise DatasetError(f"the stream source {options.source!r} must be a folder", options.source)
-    check_apart(options.out, [options.source, options.definitions], what="input")
+    check_apart(options.out, [options.source, options.definitions])
     check_stream_out(locate(options.out), options.out)
     if options.schema is None and source.is_dir() and io.data_files(source):
         fmt = io.detect_format(options.source, options.format)
-        columns = dataset_columns(options.source, fmt)
-        if columns is not None:
-            io.check_column_names(
-                columns,
-                options.exchange,
-                options.keep_columns,
-                options.columns,
-                source=f"the stream source {options.source!r}",
-            )
+        _check_columns(options.source, fmt, options, f"the stream source {options.source!r}")
+
+
+def _check_columns(path: str, fmt: str, options: Any, source: str) -> None:
+    """The routing columns and --keep-columns of the dataset at ``path``, where known."""
+    columns = dataset_columns(path, fmt)
+    if columns is not None:
+        io.check_column_names(
+            columns, options.exchange, options.keep_columns, options.columns, source=source
+        )
 
 
 def check_definitions(definitions: str | Mapping[str, Any], vhost: str | None) -> dict[str, Any]:
