@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
-from xroute.cli.options import resolve_definitions, vhost_option
+from xroute.cli.options import column_options, resolve_definitions, vhost_option
 from xroute.engines import ENGINES
 from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
@@ -57,6 +57,7 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
     help="Topic matching engine on Spark.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print diff.json instead of tables.")
+@column_options
 def diff(
     old: str,
     new: str,
@@ -71,6 +72,9 @@ def diff(
     overwrite: bool,
     engine: str,
     as_json: bool,
+    key_column: str,
+    exchange_column: str,
+    headers_column: str,
 ) -> None:
     """Compare topology OLD with NEW and, with -m, every message of a log routed through both.
 
@@ -90,9 +94,11 @@ def diff(
     after = Topology.from_definitions(new_defs, vhost=vhost)
     static = static_diff(before, after)
     if messages is not None:
+        from xroute.pipeline.io import Columns
         from xroute.pipeline.preflight import check_diff
 
-        check_diff(messages, fmt, out, overwrite, (old, new))  # before Spark starts
+        columns = Columns(key_column, exchange_column, headers_column)
+        check_diff(messages, fmt, out, overwrite, (old, new), columns)  # before Spark starts
     # URLs are safe to record: they never hold a password (parse_management_url refuses one).
     report: dict[str, Any] = {"old": old, "new": new, "static": static.to_dict()}
     traffic = None
@@ -104,7 +110,7 @@ def diff(
             old=old_defs,
             new=new_defs,
             messages=messages, out=out, exchange=exchange, format=fmt, vhost=vhost,
-            engine=engine, overwrite=overwrite, samples=samples,
+            engine=engine, overwrite=overwrite, samples=samples, columns=columns,
         )
         report["messages"] = messages
         spark = start_spark(master)

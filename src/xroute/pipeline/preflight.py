@@ -49,16 +49,21 @@ def check_pipeline(options: Any) -> Any:
 
 
 def check_diff(
-    messages: str, fmt: str, out: str, overwrite: bool, definitions: Iterable[Any]
+    messages: str,
+    fmt: str,
+    out: str,
+    overwrite: bool,
+    definitions: Iterable[Any],
+    names: io.Columns = io.Columns(),
 ) -> None:
-    """``diff -m``'s checks: the log, OUT, and a routing key column."""
+    """``diff -m``'s checks: the log, OUT, and the routing key column."""
     fmt = io.detect_format(messages, fmt)
     check_apart(out, [messages, *(d for d in definitions if isinstance(d, str))])
     check_writable(locate(out), out, overwrite)
     columns = dataset_columns(messages, fmt)
-    if columns is not None and io.KEY not in columns:
+    if columns is not None and names.key not in columns:
         raise DatasetError(
-            f"message dataset {messages!r} has no {io.KEY!r} column; its columns are "
+            f"message dataset {messages!r} has no {names.key!r} column; its columns are "
             f"{columns}",
             messages,
         )
