@@ -51,7 +51,10 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
 @click.option("--samples", type=click.IntRange(min=0), default=5, show_default=True,
               help="Changed messages explained binding by binding.")
 @click.option("--master", default=None, help="Spark master URL (default: local[*]).")
-@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--overwrite", is_flag=True,
+    help="Replace an earlier xroute output in OUT (only the files its _SUCCESS names).",
+)
 @click.option(
     "--engine", type=click.Choice(sorted(ENGINES)), default=PIPELINE_ENGINE, show_default=True,
     help="Topic matching engine on Spark.",

@@ -10,6 +10,7 @@ import click
 
 from xroute.errors import ManagementURLError
 from xroute.management import (
+    PASSWORD_VARIABLE,
     fetch_definitions,
     is_management_url,
     parse_management_url,
@@ -109,7 +110,7 @@ def resolve_definitions(definitions: str, vhost: str | None) -> str | dict[str, 
         if not can_ask():
             raise ManagementURLError(
                 f"no password for {endpoint.user!r} at {endpoint.base}, and no terminal to ask "
-                "for one on: set RABBITMQ_PASSWORD in the environment",
+                f"for one on: set {PASSWORD_VARIABLE} in the environment",
                 definitions,
             )
         password = click.prompt(

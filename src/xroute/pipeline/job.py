@@ -32,7 +32,6 @@ from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
 from xroute.pipeline.pyarrow_reader import READERS, arrow_schema, plan_splits, survey
 from xroute.pipeline.spark import session_settings
-from xroute.storage import locate
 from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
 from xroute.pipeline.transform import Plan, route_batch
 from xroute.pipeline.worker import (
@@ -43,6 +42,7 @@ from xroute.pipeline.worker import (
     partition_function,
     split_function,
 )
+from xroute.storage import locate
 from xroute.tools.lint import FINGERPRINT, topology_fingerprint
 from xroute.topology import Topology
 
