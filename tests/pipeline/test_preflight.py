@@ -113,3 +113,27 @@ def test_diff_and_stream_check_before_spark_starts(folder):
     (folder / "s").mkdir()
     (folder / "s" / "notes.txt").write_text("mine")
     assert "holds no stream's output" in fails(*stream, "-o", "s", "--routing-key-column", "rk", "-e", "x")
+
+
+def test_a_failed_spark_job_names_the_file_it_could_not_read(tmp_path):
+    from xroute.errors import PipelineFailed
+    from xroute.pipeline.job import spark_failure
+
+    logs = tmp_path / "logs"
+    spark_reader = (
+        ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while "
+        f"reading file file://{logs}/b.parquet.  SQLSTATE: KD001\n"
+        "Caused by: java.io.IOException: FAILED_TO_UNCOMPRESS(5)\n"
+    )
+    error = spark_failure(RuntimeError(spark_reader), str(logs))
+    assert isinstance(error, DatasetError)
+    assert str(error) == f"cannot read {logs}/b.parquet: FAILED_TO_UNCOMPRESS(5)"
+    task = (
+        "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+        f"xroute.errors.DatasetError: cannot read {logs}/c.parquet as Parquet: Corrupt snappy "
+        "compressed data.\n\tat org.apache.spark.api.python.BasePythonRunner\n"
+    )
+    error = spark_failure(RuntimeError(task), str(logs))
+    assert str(error) == f"cannot read {logs}/c.parquet as Parquet: Corrupt snappy compressed data."
+    died = f"Task 1 in stage 2.0 failed 3 times: Python worker exited unexpectedly (crashed) {logs}/a.parquet"
+    assert isinstance(spark_failure(RuntimeError(died), str(logs)), PipelineFailed)

@@ -348,7 +348,10 @@ def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:
 def spark_failure(error: Exception, source: str) -> XRouteError:
     """A failed Spark job as one error: `DatasetError` naming the input file that could not
     be read and why (by Spark's reader or a task's), else `PipelineFailed` in a sentence."""
-    unreadable = unreadable_file(str(error), source)
+    text = str(error)
+    unreadable = None
+    if not (_worker_died(text) or _executor_lost(text)):  # those may name the file they read
+        unreadable = unreadable_file(text, source)
     if unreadable is not None:
         path, sentence = unreadable
         return DatasetError(sentence, path)
@@ -380,6 +383,14 @@ def _root_cause(text: str) -> str:
     return re.sub(r"^(Caused by:\s*)?([\w.$]+(Exception|Error):\s*)?", "", line).strip()[:300]
 
 
+def _worker_died(text: str) -> bool:
+    return "Python worker exited unexpectedly" in text or "crashed" in text.split("Caused by")[0]
+
+
+def _executor_lost(text: str) -> bool:
+    return "ExecutorLostFailure" in text or "Executor heartbeat timed out" in text
+
+
 def spark_error(error: Exception) -> str:
     """What went wrong, in a sentence: Spark's own text is a Java stack trace (the stream
     reports its failures with it too)."""
@@ -387,12 +398,12 @@ def spark_error(error: Exception) -> str:
     task = re.search(r"Task (\d+) in stage [\d.]+ failed (\d+) times?", text)
     where = f"partition {task.group(1)}" if task else "a partition"
     tries = f" (tried {task.group(2)} times)" if task else ""
-    if "Python worker exited unexpectedly" in text or "crashed" in text.split("Caused by")[0]:
+    if _worker_died(text):
         return (
             f"a Python worker died while routing {where}{tries}: killed, or out of memory "
             "(see the executor's log; give executors more memory, or more partitions)"
         )
-    if "ExecutorLostFailure" in text or "Executor heartbeat timed out" in text:
+    if _executor_lost(text):
         return f"an executor was lost while routing {where}{tries}: its machine or JVM went away"
     # A Python error in a worker arrives wrapped in Java; its last lines name it.
     lines = [line for line in text.splitlines() if line.strip()]
