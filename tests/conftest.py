@@ -110,8 +110,12 @@ def split_cluster(
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Report how long each service fixture took to start (a shared, loaded 2-core machine)."""
+    """Report how long each service fixture took to start, with the machine's cores and load
+    average as measured now."""
     if _STARTUP_SECONDS:
-        terminalreporter.section("service start-up (shared, loaded 2-core machine)")
+        import os
+
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+        terminalreporter.section(f"service start-up ({os.cpu_count()} cores, load average {load})")
         for name, seconds in _STARTUP_SECONDS.items():
             terminalreporter.write_line(f"{name}: {seconds:.1f} s")

@@ -7,6 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from xroute import Topology
 from xroute.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNROUTABLE, cli
 from tests.test_definitions import EXPORT
 
@@ -53,6 +54,16 @@ def test_bad_input_exits_2_with_one_line(defs, args, message):
     assert result.exit_code == EXIT_BAD_INPUT
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_route_needs_a_key_and_routes_the_empty_one_when_asked(defs):
+    missing = run("route", "-d", defs, "-e", "logs")
+    assert missing.exit_code == EXIT_BAD_INPUT and "'-k'" in missing.stderr
+    topology = Topology.from_definitions(defs)
+    empty = run("route", "-d", defs, "-e", "logs", "-k", "")
+    expected = sorted(topology.route("logs", ""))
+    assert empty.exit_code == (EXIT_OK if expected else EXIT_UNROUTABLE)
+    assert empty.stdout.splitlines() == expected
 
 
 def test_bad_definitions_exit_2(tmp_path):

@@ -85,3 +85,14 @@ def test_bench_engines_paths_measures_every_path_and_writes_plots(tmp_path):
     assert all(c["after_over_fresh"] > 0 for c in results["churn"] if "after_over_fresh" in c)
     for name in ("paths_repeat", "paths_unique", "auto_vs_best", "churn"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_machine_note_says_only_what_was_measured():
+    import os
+    import re
+
+    from xroute.bench.experiments.machine import cpu_model, machine_note
+
+    note = machine_note()
+    assert note.startswith(f"{os.cpu_count()} cores, {cpu_model()}, load average ")
+    assert re.search(r"load average [\d.]+ / [\d.]+ / [\d.]+$", note), note

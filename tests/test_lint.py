@@ -17,7 +17,14 @@ from xroute.cli import EXIT_BAD_INPUT, EXIT_LINT_FINDINGS, EXIT_OK, cli
 from xroute.errors import InvalidLintInput, InvalidRoutingKey
 from xroute.patterns import includes, normalise
 from xroute.tools.cost import rank_costs, read_keys, visits
-from xroute.tools.lint import lint_definitions, lint_topology, never_matched
+from xroute.tools.findings import binding_ref
+from xroute.tools.lint import (
+    FINGERPRINT,
+    lint_definitions,
+    lint_topology,
+    never_matched,
+    topology_fingerprint,
+)
 from xroute.engines.trie import TrieEngine
 from xroute.keys import split_words
 from xroute.topology import Topology
@@ -236,6 +243,37 @@ def test_summary_never_matched(tmp_path) -> None:
     path.write_text(json.dumps({"bindings": [{"hits": "many"}]}))
     with pytest.raises(InvalidLintInput):
         never_matched(path)
+
+
+def test_a_summary_of_another_topology_is_refused(tmp_path) -> None:
+    clean = Topology.from_definitions(str(DATA / "clean.json"))
+    summary = {
+        "bindings": [
+            {**binding_ref(b), "hits": 0} for b in clean.bindings()
+        ],
+        FINGERPRINT: topology_fingerprint(clean),
+    }
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary))
+    report = lint_definitions(DATA / "clean.json", summary=path)
+    assert len([f for f in report.findings if f.code == "never-matched"]) == len(clean.bindings())
+    # The same topology exported in another order has the same fingerprint.
+    exported = clean.to_definitions()
+    shuffled = {k: list(reversed(v)) if isinstance(v, list) else v for k, v in exported.items()}
+    assert topology_fingerprint(Topology.from_definitions(shuffled)) == summary[FINGERPRINT]
+    # One binding more, and the summary is another topology's.
+    other = Topology.from_definitions(exported)
+    queue = next(iter(other.queues))
+    other.bind(next(b.source for b in clean.bindings()), queue, "never.seen.before")
+    (tmp_path / "other.json").write_text(json.dumps(other.to_definitions()))
+    with pytest.raises(InvalidLintInput, match="another topology"):
+        lint_definitions(tmp_path / "other.json", summary=path)
+    result = run("-d", str(tmp_path / "other.json"), "--summary", str(path))
+    assert result.exit_code == 2 and "another topology" in result.output
+    # A summary without a fingerprint (older) is refused when it lists an unknown binding.
+    old = {"bindings": [{"source": "elsewhere", "destination": "q", "routing_key": "a", "hits": 0}]}
+    with pytest.raises(InvalidLintInput, match="do not have"):
+        lint_definitions(DATA / "clean.json", summary=old)
 
 
 # ------------------------------------------------------------------------- command line

@@ -229,13 +229,25 @@ def test_route_reads_a_live_broker_with_the_password_from_the_environment(api):
     assert result.stdout.splitlines() == ["q1"]
 
 
-def test_the_password_is_prompted_hidden_when_not_in_the_environment(api):
+def test_the_password_is_prompted_hidden_when_not_in_the_environment(api, monkeypatch):
     url, _ = api
+    monkeypatch.setattr("xroute.cli.options.can_ask", lambda: True)  # as on a terminal
     result = run("explain", "-d", url, "-e", "logs", "-k", "a.b.c", "--json", input=PASSWORD + "\n")
     assert result.exit_code == EXIT_OK, result.output
     assert "RabbitMQ password for 'guest'" in result.stderr
     assert PASSWORD not in result.stderr  # hidden: not echoed
     assert json.loads(result.stdout)["queues"] == ["q1"]
+
+
+def test_without_a_password_or_a_terminal_the_error_says_how_to_give_one(api, tmp_path):
+    url, seen = api
+    result = run("definitions", "fetch", url, "-o", str(tmp_path / "d.json"))
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert result.stderr.strip().splitlines() == [
+        f"xroute: error: no password for 'guest' at {parse_management_url(url).base}, and no "
+        f"terminal to ask for one on: set {PASSWORD_VARIABLE} in the environment"
+    ]
+    assert seen == [] and not (tmp_path / "d.json").exists()
 
 
 def test_lint_reads_a_live_broker(api):

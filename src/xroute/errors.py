@@ -201,6 +201,25 @@ class OutputExists(XRouteError, FileExistsError):
         self.path = path
 
 
+class OutputNotOurs(OutputExists):
+    """An output folder that holds files xroute did not write (no ``_SUCCESS`` or
+    ``_stream.json`` of xroute's): refused with ``--overwrite`` or without, so that nothing of
+    the user's is ever deleted or overwritten."""
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        XRouteError.__init__(self, message)
+        self.path = path
+
+
+class OutputOverlapsInput(XRouteError, ValueError):
+    """An output folder that is, contains, or lies inside one of the run's inputs (the
+    messages, the definitions, a stream's source): writing it would read or delete the input."""
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class OtherStreamOutput(OutputExists):
     """A stream's output folder that another stream (another checkpoint) writes: with a new
     checkpoint batch ids restart at 0, and batches already marked in it would be skipped."""
@@ -208,6 +227,15 @@ class OtherStreamOutput(OutputExists):
     def __init__(self, message: str, path: Any = None) -> None:
         XRouteError.__init__(self, message)
         self.path = path
+
+
+class MissingDependency(XRouteError, ImportError):
+    """A part of xroute whose optional dependency is not installed; the message names the
+    ``pip install 'xroute[EXTRA]'`` that brings it."""
+
+    def __init__(self, message: str, module: Any = None) -> None:
+        super().__init__(message)
+        self.module = module
 
 
 class JavaUnavailable(XRouteError, RuntimeError):

@@ -160,10 +160,12 @@ def _path_in(uri: str, scheme: str, filesystem: pafs.FileSystem) -> str:
 
 
 def _call(location: Location, verb: str, function: Any, *args: Any) -> Any:
-    """Run a filesystem call; its errors become a `StorageError` naming the URI."""
+    """Run a filesystem call; its errors become a `StorageError` naming the place (a local
+    file by its path, not a file:// URI)."""
+    name = location.path if location.local else location.uri
     try:
         return function(*args)
     except FileNotFoundError:
-        raise StorageError(f"cannot {verb} {location.uri!r}: it does not exist", location.uri) from None
+        raise StorageError(f"cannot {verb} {name!r}: it does not exist", location.uri) from None
     except (OSError, ValueError) as error:
-        raise StorageError(f"cannot {verb} {location.uri!r}: {error}", location.uri) from None
+        raise StorageError(f"cannot {verb} {name!r}: {error}", location.uri) from None

@@ -16,6 +16,7 @@ from tests import diff_planted as planted
 from xroute import OutputExists, Topology
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli
 from xroute.pipeline.diff import DiffOptions, compare, route_both, run_diff, summarise
+from xroute.pipeline.io import Columns
 
 pytestmark = pytest.mark.spark
 
@@ -91,3 +92,32 @@ def test_run_diff_writes_changes_report_and_plot_and_the_cli_exits_1(spark, tmp_
     same = CliRunner().invoke(cli, ["diff", str(old_path), str(old_path), "-m", str(tmp_path / "log.parquet"), "-o", str(out), "--overwrite"])
     assert same.exit_code == EXIT_OK, same.output
     assert pq.read_table(out / "changes").num_rows == 0
+
+
+def test_named_columns_diff_as_the_standard_ones(spark, tmp_path):
+    rng = random.Random("e2e-3")
+    export = planted.random_export(rng)
+    new_export = planted.plant(export, "rename-queue", rng)
+    msgs = planted.messages(rng, 300)
+    columns = {
+        "exchange": [e for _, e, _, _ in msgs],
+        "routing_key": [k for _, _, k, _ in msgs],
+        "headers": [None if h is None else json.dumps(h) for *_, h in msgs],
+    }
+    pq.write_table(pa.table(columns), tmp_path / "plain.parquet")
+    # The same log under other names, with a decoy 'routing_key' column that must be ignored.
+    pq.write_table(
+        pa.table({"ex": columns["exchange"], "rk": columns["routing_key"], "h": columns["headers"],
+                  "routing_key": ["decoy"] * len(msgs)}),
+        tmp_path / "named.parquet",
+    )
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(export))
+    new.write_text(json.dumps(new_export))
+    plain = run_diff(spark, DiffOptions(old=str(old), new=str(new), messages=str(tmp_path / "plain.parquet"), out=str(tmp_path / "p")))
+    named = run_diff(spark, DiffOptions(
+        old=str(old), new=str(new), messages=str(tmp_path / "named.parquet"), out=str(tmp_path / "n"),
+        columns=Columns("rk", "ex", "h"),
+    ))
+    assert named.to_dict()["counts"] == plain.to_dict()["counts"] and plain.changed > 0
+    assert named.per_queue == plain.per_queue

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from tests.pipeline import data
 from xroute.errors import JavaUnavailable
 from xroute.pipeline.spark import find_java
 
@@ -56,6 +60,9 @@ def test_the_command_says_so_and_writes_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PYSPARK_GATEWAY_PORT")}
     env["PATH"] = str(tmp_path / "empty")
     out = tmp_path / "out"
+    # Valid input: it is checked before Spark starts, and Java only then.
+    (tmp_path / "defs.json").write_text(json.dumps(data.definitions()))
+    pq.write_table(pa.table({"routing_key": ["a"], "exchange": ["topic"]}), tmp_path / "messages.parquet")
     result = subprocess.run(
         [
             sys.executable,
@@ -71,6 +78,7 @@ def test_the_command_says_so_and_writes_nothing(tmp_path):
             "--no-progress",
         ],
         env=env,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,

@@ -5,6 +5,7 @@ half-written output after a failure."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -13,10 +14,11 @@ import pytest
 
 from tests.pipeline import data
 from xroute import Topology
-from xroute.errors import DatasetError, OutputExists, PipelineFailed
+from xroute.errors import DatasetError, OutputExists, OutputNotOurs, PipelineFailed
 from xroute.pipeline import job
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.pipeline.output import LeftInOutput
 
 pytestmark = pytest.mark.spark
 COUNT = 3000
@@ -215,11 +217,19 @@ def test_existing_output_is_refused_then_replaced_with_overwrite(spark, dataset,
         messages=str(folder / "messages.parquet"),
         out=str(out),
     )
+    for overwrite in (False, True):  # a folder of the user's: never written, never emptied
+        with pytest.raises(OutputNotOurs, match="old.txt"):
+            run_pipeline(spark, PipelineOptions(**{**options.__dict__, "overwrite": overwrite}))
+    assert os.listdir(out) == ["old.txt"]
+    (out / "old.txt").unlink()
+    first = run_pipeline(spark, options)
+    (out / "old.txt").write_text("keep me")
     with pytest.raises(OutputExists, match="--overwrite"):
         run_pipeline(spark, options)
-    assert (out / "old.txt").read_text() == "keep me"
-    run_pipeline(spark, PipelineOptions(**{**options.__dict__, "overwrite": True}))
-    assert not (out / "old.txt").exists() and (out / "summary.json").exists()
+    with pytest.warns(LeftInOutput, match="old.txt"):
+        again = run_pipeline(spark, PipelineOptions(**{**options.__dict__, "overwrite": True}))
+    assert again["counts"] == first["counts"]
+    assert (out / "old.txt").read_text() == "keep me" and (out / "summary.json").exists()
 
 
 def test_a_failed_run_leaves_no_output(spark, dataset, tmp_path, monkeypatch):

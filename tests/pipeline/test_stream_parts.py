@@ -110,7 +110,7 @@ def test_a_spark_failure_names_the_file_it_could_not_read(tmp_path):
     error = _failure(RuntimeError(text), str(source))
     assert isinstance(error, DatasetError)
     assert error.path == f"{source}/b%20ad.parquet"
-    assert str(error).startswith(f"Spark cannot read {source}/b%20ad.parquet: it is not a Parquet")
+    assert str(error).startswith(f"cannot read {source}/b%20ad.parquet: it is not a Parquet")
     other = _failure(RuntimeError("Task 1 in stage 2.0 failed 3 times: boom Error"), str(source))
     assert isinstance(other, PipelineFailed)
 

@@ -205,3 +205,32 @@ def test_map_headers_are_read_as_tables(router):
         )
     )
     assert got == want and got
+
+
+def _text(values: list[bytes | None]) -> pa.Array:
+    """A string array holding these bytes as they are, as Spark hands over a file's bytes."""
+    raw = pa.array(values, pa.binary())
+    return pa.Array.from_buffers(pa.string(), len(raw), raw.buffers(), raw.null_count)
+
+
+def test_invalid_utf8_rejects_its_record_and_the_rest_are_routed(topology, router):
+    keys = _text([b"user.1.inbox", b"user.\xff.inbox", None, b"a.b"])
+    corrupt = _text([None, None, b'{"routing_key": "\xc3("}', None])
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(["topic"] * 4), keys, corrupt, pa.array(["f"] * 4), pa.array([0, 1, 2, 3])],
+        names=["exchange", "routing_key", "_corrupt_record", FILE_COLUMN, ROW_COLUMN],
+    )
+    plan = Plan(("exchange", "routing_key", "_corrupt_record"))
+    routed = route_batch(router, batch, plan)
+    rejected = {r["message_id"]: r for r in routed.rejected.to_pylist()}
+    assert set(rejected) == {"f:1", "f:2"}
+    assert rejected["f:1"]["reason"].startswith(
+        "DatasetError: the record's 'routing_key' is not valid UTF-8 (invalid start byte at byte 5)"
+    )
+    assert rejected["f:2"]["reason"].startswith("DatasetError: the record is not valid UTF-8")
+    assert "_corrupt_record" not in routed.rejected.schema.names
+    assert "_corrupt_record" not in routed.unroutable.schema.names
+    assert routed.input == 4 and routed.rejected.num_rows + routed.unroutable.num_rows + routed.delivered == 4
+    for key, row in (("user.1.inbox", "f:0"), ("a.b", "f:3")):
+        queues = {r["queue"] for r in routed.deliveries.to_pylist() if r["message_id"] == row}
+        assert queues == set(topology.route("topic", key)), key

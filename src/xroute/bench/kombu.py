@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from xroute.bench.experiments.machine import load_average
+from xroute.bench.experiments.machine import cpu_model, load_average, machine_note
 from xroute.bench.workload import random_word, seed_patterns
 from xroute.keys import HASH, STAR
 from xroute.topology import Topology
@@ -32,10 +32,6 @@ DEFAULT_SIZES = (100, 1_000, 10_000)
 TRANSPORTS = ("memory", "redis")
 MODES = ("kombu", "xroute")
 ROUNDS = 6  # each side publishes in this many turns, alternating with the other
-MACHINE_NOTE = (
-    "measured on a shared, loaded 2-core machine (other engineers' jobs running): figures "
-    "compare sides of the same run, not machines"
-)
 
 
 @dataclass
@@ -212,12 +208,13 @@ def run(
             "python": sys.version.split()[0],
             "kombu": kombu.__version__,
             "machine": platform.machine(),
-            "processor": platform.processor() or platform.platform(),
+            "processor": cpu_model(),
             "cpus": os.cpu_count(),
             "load_before": load_average(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "redis": redis_url,
-            "note": MACHINE_NOTE,
+            "note": f"measured on {machine_note()} at the start: figures compare sides of "
+            "the same run, not machines",
         },
         "runs": [],
     }
@@ -308,6 +305,5 @@ def delete_redis_keys(redis_url: str | None, prefix: str) -> None:
 
 
 __all__ = [
-    "CheckFailed", "DEFAULT_SIZES", "MACHINE_NOTE", "Settings", "amqp_keys", "delete_redis_keys",
-    "ratios", "run",
+    "CheckFailed", "DEFAULT_SIZES", "Settings", "amqp_keys", "delete_redis_keys", "ratios", "run",
 ]

@@ -13,6 +13,14 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 STYLE = {"kombu": ("s", "--"), "xroute": ("o", "-")}
 
 
+def _machine(results: dict[str, Any]) -> str:
+    """The machine as measured at the run's start: cores, CPU, load average."""
+    meta = results["meta"]
+    load = meta.get("load_before")
+    shown = f", load average {load[0]:g}" if load else ""
+    return f"{meta.get('cpus')} cores, {meta.get('processor')}{shown}"
+
+
 def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
     """Write messages/s by binding count and the split of publish time; the paths written."""
     out.mkdir(parents=True, exist_ok=True)
@@ -39,7 +47,7 @@ def _rate(results: dict[str, Any]):
         axes.plot(*zip(*sorted(points)), marker=marker, linestyle=style, label=label)
     axes.set(xscale="log", yscale="log", xlabel="topic bindings",
              ylabel="messages/s (one Producer)",
-             title="kombu publish, topic exchange (shared, loaded 2-core machine)")
+             title=f"kombu publish, topic exchange ({_machine(results)})")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
     return figure
@@ -64,6 +72,6 @@ def _split(results: dict[str, Any]):
     axes.set_xticks(positions, labels, fontsize=7)
     axes.set(ylim=(0, 1.1), ylabel="share of publish time",
              title="Where a publish spends its time, µs per message on top "
-                   "(shared, loaded 2-core machine)")
+                   f"({_machine(results)})")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from xroute.batch import BatchRouter
 from xroute.bench.experiments.common import CheckFailed, check_same, wrong_routes
-from xroute.bench.experiments.machine import load_average
+from xroute.bench.experiments.machine import cpu_model, load_average, machine_note
 from xroute.bench.peers import build_peer
 from xroute.bench.workload import seed_keys, seed_patterns
 from xroute.engines import TopicMatcher
@@ -350,7 +350,6 @@ def gaps(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _meta(sizes: Sequence[int], engines: Sequence[str]) -> dict[str, Any]:
-    import platform
     import sys
 
     return {
@@ -359,11 +358,11 @@ def _meta(sizes: Sequence[int], engines: Sequence[str]) -> dict[str, Any]:
         "engines": list(engines),
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
-        "processor": platform.processor() or platform.platform(),
+        "processor": cpu_model(),
         "load_before": load_average(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        "machine_note": "2 cores shared with other engineers' work (loaded): figures are "
-                        "noisy; compare engines within this run only",
+        "machine_note": f"{machine_note()} at the start: compare engines within this run "
+                        "only",
         "workloads": {"repeat": f"5-word keys drawn from {DISTINCT_KEYS:,} distinct, routed "
                                 "once before timing", "unique": "5-word keys never routed before"},
         "topology": f"one topic exchange, the same patterns bound to {QUEUES} queues",
@@ -383,14 +382,18 @@ def _rate(value: float) -> str:
         f"{value:.0f}")
 
 
+def _load(load: list[float] | None) -> str:
+    return f"{load[0]:.1f}" if load else "unknown"
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The tables the README and docs/engines.md quote, from one run's results."""
     meta = results["meta"]
     lines = [
         f"Measured with `{meta.get('command', 'xroute bench engines --paths')}` on "
-        f"{meta['date']}, {meta['cpus']} cores **shared with other engineers' work (load "
-        f"average {meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after)**: "
-        "compare figures within this run only. Keys/s, best of 5 slices, engines taking turns.",
+        f"{meta['date']}, {meta['cpus']} cores ({meta['processor']}), load average "
+        f"{_load(meta['load_before'])} before, {_load(meta['load_after'])} after: compare "
+        "figures within this run only. Keys/s, best of 5 slices, engines taking turns.",
         "",
         "**`auto` (the default) against the best engine of the same run**, keys/s "
         "(ratio = best / auto; goal <= 1.25):",

@@ -12,7 +12,11 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 from xroute.bench.paths import GOAL, PATHS, WORKLOADS  # noqa: E402
 
-NOTE = "2 cores shared with other work (loaded machine): compare within this run only"
+
+
+def _note(results: dict[str, Any]) -> str:
+    """The run's machine as measured (cores, CPU, load), from its results."""
+    return results["meta"].get("machine_note", "compare within this run only")
 
 
 def write_path_plots(results: dict[str, Any], out: Path) -> list[Path]:
@@ -45,7 +49,7 @@ def _rates(results: dict[str, Any], workload: str) -> Any:
         axis.set(title=path, xscale="log", yscale="log", xlabel="bindings", ylabel="keys/s")
         axis.grid(True, which="both", alpha=0.3)
     axes.flat[0].legend(fontsize=8)
-    figure.suptitle(f"keys/s by path, workload '{workload}' ({NOTE})")
+    figure.suptitle(f"keys/s by path, workload '{workload}' ({_note(results)})")
     return figure
 
 
@@ -64,7 +68,7 @@ def _gaps(results: dict[str, Any]) -> Any:
                         fontsize=8)
         axis.set(title=f"best engine / auto, workload '{workload}'", ylabel="ratio (1 = auto best)")
         axis.legend(fontsize=8)
-    figure.suptitle(NOTE)
+    figure.suptitle(_note(results))
     return figure
 
 
@@ -87,5 +91,5 @@ def _churn(results: dict[str, Any]) -> Any:
     right.set_xticks(range(len(memory)), [c["engine"] for c in memory])
     right.set(title="memory after churn / fresh (tracemalloc)", ylabel="ratio")
     right.legend(fontsize=8)
-    figure.suptitle(NOTE)
+    figure.suptitle(_note(results))
     return figure

@@ -43,6 +43,8 @@ CHUNK = 500_000  # keys generated and written per step
 VERSION = 1  # bump when the workload changes, so a cached one is rebuilt
 # The targets (on a 2-core machine).
 TARGET_MESSAGES_PER_S = 250_000
+# The goals are judged on runs of the default size; a smaller run prints "not judged".
+JUDGED_FROM_MESSAGES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -414,12 +416,20 @@ def run_benchmark(
         "spark_messages_per_s_at_least": TARGET_MESSAGES_PER_S,
         "spark_at_least_single_process": True,
     }
-    met = {"spark_messages_per_s": spark["messages_per_s"] >= TARGET_MESSAGES_PER_S}
+    # None: not judged. A smaller run is mostly Spark's fixed costs (task start, the count),
+    # which say nothing of the rate the goals are about.
+    judged = workload.messages >= JUDGED_FROM_MESSAGES
+    met: dict[str, bool | None] = {
+        "spark_messages_per_s": spark["messages_per_s"] >= TARGET_MESSAGES_PER_S if judged else None
+    }
     if single:
         met["spark_at_least_single_process"] = (
             spark["messages_per_s"] >= results["single_process"]["messages_per_s"]
+            if judged
+            else None
         )
     results["met"] = met
+    results["judged_from_messages"] = JUDGED_FROM_MESSAGES
     if not keep_outputs:
         shutil.rmtree(out / "spark-output", ignore_errors=True)
         shutil.rmtree(out / "single-output", ignore_errors=True)

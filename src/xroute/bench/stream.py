@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import statistics
 import tempfile
 import threading
@@ -34,10 +33,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from xroute.bench.experiments.machine import machine_note
 from xroute.bench.pipeline import EXCHANGE, Workload, definitions, machine
 from xroute.bench.workload import seed_keys
 
-MACHINE_NOTE = "a shared, loaded 2-core machine (5 other engineers at work)"
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def run_benchmark(
         "setup": asdict(bench),
         "command": f"xroute bench stream --files {bench.files} --per-file {bench.per_file} "
         f"--max-files {bench.max_files} --latency-seconds {bench.latency_seconds:g}",
-        "machine": MACHINE_NOTE,
+        "machine": machine_note(),  # measured: cores, CPU, load average at the start
         "machine_before": machine(),
     }
     try:
@@ -190,6 +189,7 @@ def _latency(
     count = max(2, int(bench.latency_seconds / every))
     keys = [seed_keys(patterns, bench.latency_file, seed=1000 + i) for i in range(count + 1)]
     landed: dict[str, float] = {}
+    stop = threading.Event()
     # One file first: the schema comes from it, and its batch warms the stream up (not timed).
     _land(source, "warm.parquet", keys[0])
     options = options_class(
@@ -212,11 +212,11 @@ def _latency(
             landed[name] = _land(source, name, keys[i + 1])
         while sum(len(m["inputs"]) for m in committed_batches(options.out).values()) < count + 1:
             time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGINT)  # the stream's own Ctrl-C: stop after this batch
+        stop.set()  # the measurement is done: the stream stops after this batch
 
     thread = threading.Thread(target=writer, name="xroute-bench-writer", daemon=True)
     thread.start()
-    run_stream(spark, options, say=say)
+    run_stream(spark, options, say=say, stop=stop)
     thread.join(60)
     latencies = []
     for marker in committed_batches(options.out).values():
@@ -273,7 +273,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         f"{lat['arrival_messages_per_s']:,.0f} messages/s (half the sustained rate)"
     )
     latency.legend()
-    figure.suptitle(f"xroute bench stream ({results['setup']['master']}, {MACHINE_NOTE})")
+    figure.suptitle(f"xroute bench stream ({results['setup']['master']}; {results['machine']})")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

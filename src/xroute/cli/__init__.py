@@ -2,29 +2,73 @@
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
+import warnings
 from typing import Any
 
 import click
 
 from xroute.errors import XRouteError
+from xroute.extras import missing
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # also click's own code for a usage error
 EXIT_UNROUTABLE = 3
 EXIT_LINT_FINDINGS = 1  # xroute lint --strict: a warning or an error was found
 EXIT_DIFF_CHANGED = 1  # xroute diff: something changes (--fail-on lost: some message loses a queue)
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 
 
 class XRouteGroup(click.Group):
-    """Turns every `XRouteError` into a one-line message and exit code 2."""
+    """Turns every `XRouteError` into a one-line message and exit code 2, Ctrl-C into one line
+    and exit code 130, and xroute's own warnings into one line each."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except XRouteError as error:
-            click.echo(f"xroute: error: {error}", err=True)
-            sys.exit(EXIT_BAD_INPUT)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            try:
+                return super().invoke(ctx)
+            except XRouteError as error:
+                click.echo(f"xroute: error: {error}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
+            except ModuleNotFoundError as error:
+                needed = missing(error)  # a command whose extra is not installed
+                if needed is None:
+                    raise
+                click.echo(f"xroute: error: {needed}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
+            except KeyboardInterrupt:
+                logging.disable(logging.CRITICAL)  # the run has cleaned up on its way out
+                click.echo("xroute: stopped (Ctrl-C)", err=True)
+                sys.exit(EXIT_INTERRUPTED)
+
+
+def quiet_interrupts() -> None:
+    """Make Ctrl-C during a Spark job one line: Spark's own handler cancels the jobs while a
+    call to the JVM is under way, and py4j logs each call it interrupts with a traceback.
+    Called once Spark has started (it installs its handler then)."""
+    spark_handler = signal.getsignal(signal.SIGINT)
+
+    def interrupted(signum: int, frame: Any) -> None:
+        logging.disable(logging.CRITICAL)
+        if callable(spark_handler):
+            spark_handler(signum, frame)  # cancels the jobs, raises KeyboardInterrupt
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+
+
+_python_show_warning = warnings.showwarning
+
+
+def _show_warning(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
+    """xroute's warnings as one line, without the source line Python shows."""
+    if category.__module__.startswith("xroute."):
+        click.echo(f"xroute: warning: {message}", err=True)
+    else:
+        _python_show_warning(message, category, *args, **kwargs)
 
 
 @click.group(cls=XRouteGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -80,7 +80,7 @@ def engines(sizes: list[int] | None, out: Path, quick: bool, full: bool,
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     plots = write_plots(results, out)
     for target in results["targets"]:
-        mark = {True: "met", False: "NOT met", None: "-"}[target["met"]]
+        mark = {True: "met", False: "NOT met", None: "not judged in this run"}[target["met"]]
         value = target["measured"]
         shown = f"{value:,.3f}" if isinstance(value, float) else f"{value:,}"
         click.echo(f"{target['target']:<58} {target['goal']:<22} {shown:>14}  {mark}")

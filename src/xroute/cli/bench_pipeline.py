@@ -154,11 +154,15 @@ def bench_pipeline(
         )
     console.print(table)
     for name, ok in results["met"].items():
-        console.print(
-            f"{'met' if ok else 'NOT met'}: {name} (target {TARGET_MESSAGES_PER_S:,}/s)"
-            if name == "spark_messages_per_s"
-            else f"{'met' if ok else 'NOT met'}: {name}"
+        verdict = {True: "met", False: "NOT met", None: "not judged"}[ok]
+        goal = f" (target {TARGET_MESSAGES_PER_S:,}/s)" if name == "spark_messages_per_s" else ""
+        why = (
+            f"; this run is too small to judge it: goals are judged on "
+            f"{results['judged_from_messages']:,} messages or more"
+            if ok is None
+            else ""
         )
+        console.print(f"{verdict}: {name}{goal}{why}")
     load = results["machine_before"]["load_average"]
     console.print(
         f"load average at start {load}; results in {out}/results.json and {out}/pipeline.png"

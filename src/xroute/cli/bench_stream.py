@@ -53,7 +53,7 @@ def bench_stream(
     out: Path,
 ) -> None:
     """Messages/s of `xroute stream` with a backlog, beside the batch job; latency p50/p99."""
-    from xroute.bench.stream import MACHINE_NOTE, StreamBench, run_benchmark
+    from xroute.bench.stream import StreamBench, run_benchmark
 
     console = Console()
     results = run_benchmark(
@@ -68,7 +68,7 @@ def bench_stream(
         out,
         say=lambda text: console.print(f"[dim]{text}", highlight=False),
     )
-    table = Table(title=f"xroute bench stream ({master}; {MACHINE_NOTE})")
+    table = Table(title=f"xroute bench stream ({master}; {results['machine']})")
     table.add_column("measure")
     table.add_column("value", justify="right")
     backlog, lat = results["backlog"], results["latency"]

@@ -11,10 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli
-from xroute.cli.options import rabbitmq_option, resolve_definitions, vhost_option
+from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
+from xroute.cli.options import column_options, rabbitmq_option, resolve_definitions, vhost_option
 from xroute.definitions import with_profile
 from xroute.engines import ENGINES
+from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.tools.diff import StaticDiff, static_diff
 from xroute.topology import Topology
@@ -51,13 +52,17 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
 @click.option("--samples", type=click.IntRange(min=0), default=5, show_default=True,
               help="Changed messages explained binding by binding.")
 @click.option("--master", default=None, help="Spark master URL (default: local[*]).")
-@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--overwrite", is_flag=True,
+    help="Replace an earlier xroute output in OUT (only the files its _SUCCESS names).",
+)
 @click.option(
     "--engine", type=click.Choice(sorted(ENGINES)), default=PIPELINE_ENGINE, show_default=True,
     help="Topic matching engine on Spark.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print diff.json instead of tables.")
 @rabbitmq_option
+@column_options
 def diff(
     old: str,
     new: str,
@@ -73,6 +78,9 @@ def diff(
     engine: str,
     as_json: bool,
     rabbitmq: str | None,
+    key_column: str,
+    exchange_column: str,
+    headers_column: str,
 ) -> None:
     """Compare topology OLD with NEW and, with -m, every message of a log routed through both.
 
@@ -84,11 +92,19 @@ def diff(
     """
     if messages is not None and out is None:
         raise click.UsageError("--messages needs --out: the changed messages are written there")
+    if messages is not None:
+        require("pyspark", "pandas", "matplotlib", what="xroute diff -m")
     old_defs = with_profile(resolve_definitions(old, vhost), rabbitmq)
     new_defs = with_profile(resolve_definitions(new, vhost), rabbitmq)
     before = Topology.from_definitions(old_defs, vhost=vhost)
     after = Topology.from_definitions(new_defs, vhost=vhost)
     static = static_diff(before, after)
+    if messages is not None:
+        from xroute.pipeline.io import Columns
+        from xroute.pipeline.preflight import check_diff
+
+        columns = Columns(key_column, exchange_column, headers_column)
+        check_diff(messages, fmt, out, overwrite, (old, new), columns)  # before Spark starts
     # URLs are safe to record: they never hold a password (parse_management_url refuses one).
     report: dict[str, Any] = {"old": old, "new": new, "static": static.to_dict()}
     traffic = None
@@ -100,15 +116,17 @@ def diff(
             old=old_defs,
             new=new_defs,
             messages=messages, out=out, exchange=exchange, format=fmt, vhost=vhost,
-            engine=engine, overwrite=overwrite, samples=samples,
+            engine=engine, overwrite=overwrite, samples=samples, columns=columns,
         )
         report["messages"] = messages
-        traffic = run_diff(start_spark(master), options, report)
+        spark = start_spark(master)
+        quiet_interrupts()
+        traffic = run_diff(spark, options, report)
         report["traffic"] = traffic.to_dict()
     elif out is not None:
         from xroute.pipeline.diff import publish_report
 
-        publish_report(report, out, overwrite)
+        publish_report(report, out, overwrite, inputs=(old, new))
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
 
+from xroute.errors import ManagementURLError
 from xroute.management import (
+    PASSWORD_VARIABLE,
     fetch_definitions,
     is_management_url,
     parse_management_url,
@@ -60,7 +63,31 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 exchange_option = click.option(
     "--exchange", "-e", required=True, help="The exchange the message is published to."
 )
-key_option = click.option("--key", "-k", default="", help="The routing key.")
+key_option = click.option(
+    "--key",
+    "-k",
+    required=True,
+    help="The routing key (required; -k '' routes the empty key, as fanout and headers "
+    "exchanges are often published to).",
+)
+
+
+def column_options(command):
+    """``--routing-key-column``, ``--exchange-column``, ``--headers-column``: which of a
+    dataset's columns hold each record's routing key, exchange and headers."""
+    for name, default, what in reversed(
+        [
+            ("--routing-key-column", "routing_key", "routing key"),
+            ("--exchange-column", "exchange", "exchange (else --exchange)"),
+            ("--headers-column", "headers", "headers (a map, a struct or a JSON object as text)"),
+        ]
+    ):
+        dest = name[2:].replace("routing-", "").replace("-", "_")
+        command = click.option(
+            name, dest, default=default, show_default=True, metavar="NAME",
+            help=f"The column that holds each record's {what}.",
+        )(command)
+    return command
 rabbitmq_option = click.option(
     "--rabbitmq",
     type=click.Choice(VERSIONS),
@@ -96,12 +123,23 @@ def resolve_definitions(definitions: str, vhost: str | None) -> str | dict[str, 
     password = password_from_env()
     if password is None:
         endpoint = parse_management_url(definitions)  # a bad URL fails before the prompt
+        if not can_ask():
+            raise ManagementURLError(
+                f"no password for {endpoint.user!r} at {endpoint.base}, and no terminal to ask "
+                f"for one on: set {PASSWORD_VARIABLE} in the environment",
+                definitions,
+            )
         password = click.prompt(
             f"RabbitMQ password for {endpoint.user!r} at {endpoint.base}",
             hide_input=True,
             err=True,
         )
     return fetch_definitions(definitions, vhost, password=password)
+
+
+def can_ask() -> bool:
+    """Whether a person can be asked for a password: stdin is a terminal (not cron, not CI)."""
+    return sys.stdin.isatty()
 
 
 def load_topology(

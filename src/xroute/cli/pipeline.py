@@ -9,8 +9,9 @@ from contextlib import nullcontext
 import click
 from rich.console import Console
 
-from xroute.cli import cli
+from xroute.cli import cli, quiet_interrupts
 from xroute.cli.options import (
+    column_options,
     definitions_option,
     rabbitmq_option,
     resolve_definitions,
@@ -18,6 +19,7 @@ from xroute.cli.options import (
 )
 from xroute.definitions import with_profile
 from xroute.engines import ENGINES
+from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.pyarrow_reader import READERS
 
@@ -57,7 +59,12 @@ def _columns(text: str | None) -> tuple[str, ...]:
     help="Spark master URL (default: local[*,3], every core and 3 tries per task; or "
     "spark-submit's).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace DIR if it exists.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace an earlier xroute output in OUT (only the files its _SUCCESS names; any "
+    "other file stays, and a folder that holds no xroute output is never written).",
+)
 @click.option(
     "--keep-columns", default=None, metavar="A,B", help="Input columns to copy into deliveries."
 )
@@ -84,6 +91,7 @@ def _columns(text: str | None) -> tuple[str, ...]:
     help="Show a progress bar (default: when stderr is a terminal).",
 )
 @rabbitmq_option
+@column_options
 def pipeline(
     definitions: str,
     vhost: str | None,
@@ -98,6 +106,9 @@ def pipeline(
     reader: str,
     progress: bool | None,
     rabbitmq: str | None,
+    key_column: str,
+    exchange_column: str,
+    headers_column: str,
 ) -> None:
     """Route every message of a dataset through a topology, on Spark.
 
@@ -107,7 +118,10 @@ def pipeline(
     credentials come from the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     AWS_ENDPOINT_URL, AWS_REGION), on the driver and on every executor.
     """
+    require("pyspark", "pandas", "matplotlib", what="xroute pipeline")
+    from xroute.pipeline.io import Columns
     from xroute.pipeline.job import PipelineOptions, run_pipeline
+    from xroute.pipeline.preflight import check_pipeline
     from xroute.pipeline.spark import start_spark
     from xroute.pipeline.summary import summary_tables
 
@@ -124,10 +138,13 @@ def pipeline(
         vhost=vhost,
         reader=reader,
         progress=sys.stderr.isatty() if progress is None else progress,
+        columns=Columns(key_column, exchange_column, headers_column),
     )
+    options = check_pipeline(options)  # before Spark starts: a mistake costs a second
     started = time.perf_counter()
     with console.status("starting Spark", spinner="dots") if options.progress else nullcontext():
         spark = start_spark(master)
+    quiet_interrupts()
     session_start = time.perf_counter() - started
     summary = run_pipeline(spark, options, session_start_s=session_start)
     for table in summary_tables(summary):

@@ -8,9 +8,10 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
-from xroute.cli.options import rabbitmq_option
+from xroute.cli.options import column_options, rabbitmq_option
 from xroute.cli.pipeline import _columns
 from xroute.engines import ENGINES
+from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -94,6 +95,7 @@ def parse_interval(text: str) -> float:
 )
 @click.option("--master", default=None, help="Spark master URL (default: local[*,3]).")
 @rabbitmq_option
+@column_options
 def stream(
     definitions: str,
     vhost: str | None,
@@ -111,6 +113,9 @@ def stream(
     engine: str,
     master: str | None,
     rabbitmq: str | None,
+    key_column: str,
+    exchange_column: str,
+    headers_column: str,
 ) -> None:
     """Route files as they arrive in SOURCE, each message exactly once through crashes.
 
@@ -118,15 +123,15 @@ def stream(
     OUT/_batches/N.json, written last; OUT/summary.json and summary.png are updated after each
     batch. Restart with the same --checkpoint to resume. Ctrl-C stops after the current batch.
     """
+    require("pyspark", "pandas", "matplotlib", what="xroute stream")
+    from xroute.pipeline.io import Columns
+    from xroute.pipeline.preflight import check_stream
     from xroute.pipeline.spark import start_spark
     from xroute.pipeline.stream import StreamOptions, run_stream
-
-    from xroute.cli.options import load_topology
 
     if available_now and trigger_interval is not None:
         raise click.UsageError("--available-now and --trigger-interval exclude each other")
     interval = parse_interval(trigger_interval) if trigger_interval is not None else None
-    load_topology(definitions, vhost, "reference", rabbitmq)  # a bad file fails before Spark
     options = StreamOptions(
         definitions=definitions,
         source=source,
@@ -143,7 +148,9 @@ def stream(
         engine=engine,
         vhost=vhost,
         rabbitmq=rabbitmq,
+        columns=Columns(key_column, exchange_column, headers_column),
     )
+    check_stream(options)  # before Spark starts: a mistake costs a second
     console = Console()
     console.print(f"[dim]starting Spark; streaming {source} into {out}")
     spark = start_spark(master)

@@ -7,17 +7,21 @@
 2. **Count.** The driver keeps only the parts named by the manifests of successful task
    attempts (Spark returns no others), deletes the rest, and counts the rows of every kept part
    from its Parquet footer; the job checks its invariant on those counts.
-3. **Publish**, only once the counts are proven: ``OUT/_SUCCESS`` of an earlier run is deleted
-   first (with ``--overwrite``), then everything else of that run; the staged parts are moved to
-   ``OUT/<output>/`` (a rename on local disks and HDFS, a server-side copy on object stores);
-   then ``summary.json`` and ``summary.png``; then ``_SUCCESS``, last, naming the job, its
-   counts and every file. The staging prefix is deleted.
+3. **Publish**, only once the counts are proven. OUT must be new, empty, or an earlier xroute
+   output replaced with ``--overwrite`` (`xroute.pipeline.output`). Of an earlier output, a
+   ``_PUBLISHING`` marker naming the files of both runs is written, ``_SUCCESS`` deleted, and
+   then only the files the old ``_SUCCESS`` named; anything else in OUT stays, and is named in
+   a warning. The staged parts are moved to ``OUT/<output>/`` (a rename on local disks and
+   HDFS, a server-side copy on object stores); then ``summary.json`` and ``summary.png``; then
+   ``_SUCCESS``, last, naming the job, its counts and every file it wrote; ``_PUBLISHING`` and
+   the staging prefix are deleted.
 
 A run that fails, or is stopped, before publishing deletes its staging prefix (and OUT, if it
 made it): nothing else was touched, and an earlier output stays whole. A run killed outright
 leaves only ``_temporary/``, which readers skip and the next run into OUT removes. Output is
 complete if and only if ``_SUCCESS`` is there: a run killed while publishing (a few renames or
-copies) leaves files without it, which the next run with ``--overwrite`` replaces.
+copies) leaves files without it, and ``_PUBLISHING``, by which the next run with
+``--overwrite`` knows them as xroute's and replaces them.
 """
 
 from __future__ import annotations
@@ -30,13 +34,20 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyarrow.fs import FileSelector
 
-from xroute.errors import OutputExists, PipelineFailed
+from xroute.errors import OutputNotOurs, PipelineFailed
+from xroute.pipeline.output import (
+    PUBLISHING,
+    STAGED_JOB,
+    STAGING,
+    SUCCESS,
+    check_apart,
+    check_writable,
+    children,
+    others,
+    warn_left,
+)
 from xroute.storage import Location, locate
-
-STAGING = "_temporary"
-SUCCESS = "_SUCCESS"
 
 
 class Staging:
@@ -118,40 +129,64 @@ class Staging:
 
     def _remove_empty_staging_root(self) -> None:
         root = self.out.child(STAGING)
-        if root.is_dir() and not _children(root):
+        if root.is_dir() and not children(root):
             root.delete()
 
 
 class Commit(Staging):
-    """One batch run's way into OUT: see the module docstring."""
+    """One batch run's way into OUT: see the module docstring and `xroute.pipeline.output`
+    (which OUT may be written, and which of its files are xroute's to replace)."""
 
-    def __init__(self, out: str, outputs: Iterable[str], overwrite: bool = False) -> None:
+    def __init__(
+        self,
+        out: str,
+        outputs: Iterable[str],
+        overwrite: bool = False,
+        inputs: Iterable[str | None] = (),
+    ) -> None:
         super().__init__(out, outputs)
+        self.typed = out  # named in errors as the user typed it
         self.overwrite = overwrite
-        info = self.out.info()
-        if info.type.name == "File":
-            raise OutputExists(self.out.uri)  # a file is never replaced by a folder
-        self._made_out = info.type.name == "NotFound"
-        if not overwrite and self._has_output():
-            raise OutputExists(self.out.uri)
+        check_apart(out, inputs)
+        self.previous = check_writable(self.out, out, overwrite)
+        self._made_out = self.previous.made
 
     def publish(self, extra: Mapping[str, bytes], success: Mapping[str, Any]) -> None:
-        """Replace OUT's earlier output (if any) by the staged one, ``extra`` files beside it,
-        and ``_SUCCESS`` (``success`` as JSON, with the file list) last."""
-        old_success = self.out.child(SUCCESS)
-        if self._has_output():
-            if not self.overwrite:
-                raise OutputExists(self.out.uri)
-            old_success.delete()  # from here on, readers know OUT is not a complete output
-            for entry in self._entries():
-                if entry.path != self.out.child(STAGING).path:
-                    entry.delete()
+        """Replace OUT's earlier output (only the files its marker names) by the staged one,
+        ``extra`` files beside it, and ``_SUCCESS`` (``success`` as JSON, with the file list)
+        last. Files xroute did not write stay, named in a warning; one that a new file would
+        replace is refused before anything is touched."""
+        previous = check_writable(self.out, self.typed, self.overwrite)
+        new = {
+            f"{output}/{posixpath.basename(part.path)}"
+            for output in self.outputs
+            for part in self.staged(output)
+        } | set(extra)
+        left = others(self.out, previous.owned)
+        clash = sorted(set(left) & new)
+        if clash:
+            raise OutputNotOurs(
+                f"output folder {self.typed!r} holds {clash[0]!r}, which xroute did not write "
+                "and this run would replace; refused: give a new or empty folder",
+                self.typed,
+            )
+        marker_of = self.out.child
+        if previous.has_output:
+            # Until _SUCCESS is back, this marker names every file of both runs: a run that
+            # dies from here on leaves an OUT that the next --overwrite still knows as ours.
+            publishing = {"job": self.job, "files": {}, "written": sorted(previous.owned | new)}
+            marker_of(PUBLISHING).write_bytes(json.dumps(publishing).encode())
+            marker_of(SUCCESS).delete()  # from here on, readers know OUT is not complete
+            self._remove(previous.owned - {PUBLISHING, SUCCESS})
         self._remove_stale_staging()
         published = self.move_staged(self.out.child)
         for name, data in extra.items():
             self.out.child(name).write_bytes(data)
-        marker = {"job": self.job, **success, "files": published}
-        old_success.write_bytes((json.dumps(marker, indent=1) + "\n").encode())
+        written = sorted({f for files in published.values() for f in files} | set(extra))
+        marker = {"job": self.job, **success, "files": published, "written": written}
+        marker_of(SUCCESS).write_bytes((json.dumps(marker, indent=1) + "\n").encode())
+        marker_of(PUBLISHING).delete()
+        warn_left(self.typed, left)
 
     def abort(self) -> None:
         """Delete what this run staged; OUT too, if this run made it and nothing else is in
@@ -159,30 +194,35 @@ class Commit(Staging):
         try:
             self.staging.delete()
             self._remove_empty_staging_root()
-            if self._made_out and not self._entries():
+            if self._made_out and not children(self.out):
                 self.out.delete()
         except Exception:  # noqa: BLE001 - the original error matters more
             pass
 
     # ------------------------------------------------------------------ helpers
 
-    def _entries(self) -> list[Location]:
-        return _children(self.out)
-
-    def _has_output(self) -> bool:
-        """Whether OUT holds anything besides staging (an earlier output, complete or not)."""
-        return any(posixpath.basename(e.path) != STAGING for e in self._entries())
+    def _remove(self, names: Iterable[str]) -> None:
+        """Delete these files of OUT, then every folder they leave empty (OUT itself kept)."""
+        filesystem = self.out.filesystem
+        folders = set()
+        for name in sorted(names):
+            target = self.out.child(*name.split("/"))
+            try:
+                filesystem.delete_file(target.path)
+            except OSError:
+                if target.exists():  # gone already (a legacy marker's guess) is fine
+                    raise
+            parts = name.split("/")[:-1]
+            folders.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        for folder in sorted(folders, key=lambda f: -f.count("/")):
+            location = self.out.child(*folder.split("/"))
+            if location.is_dir() and not children(location):
+                location.delete()
 
     def _remove_stale_staging(self) -> None:
-        """Staging left by runs that were killed: one writer per OUT, so none is running."""
-        root = self.out.child(STAGING)
-        for entry in _children(root):
-            if posixpath.basename(entry.path) != self.job:
+        """Staging left by xroute runs that were killed (one writer per OUT, so none is
+        running); anything else under ``_temporary`` is not ours and stays."""
+        for entry in children(self.out.child(STAGING)):
+            name = posixpath.basename(entry.path)
+            if name != self.job and STAGED_JOB.match(name):
                 entry.delete()
-
-
-def _children(folder: Location) -> list[Location]:
-    infos = folder.filesystem.get_file_info(
-        FileSelector(folder.path, recursive=False, allow_not_found=True)
-    )
-    return [folder.child(posixpath.basename(i.path)) for i in infos]

@@ -250,6 +250,7 @@ class DiffOptions:
     engine: str = PIPELINE_ENGINE
     overwrite: bool = False
     samples: int = SAMPLES
+    columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
 
 
 def run_diff(
@@ -259,7 +260,8 @@ def run_diff(
     pipeline's commit protocol (docs/pipeline.md): ``changes/``, then ``diff.json`` (``report``
     with the traffic part added) and ``diff.png``, then ``_SUCCESS``. Returns the traffic part.
     Nothing is published unless the staged changes are exactly the changed messages counted."""
-    commit = Commit(options.out, [CHANGES], options.overwrite)
+    given = [d for d in (options.old, options.new) if isinstance(d, str)]
+    commit = Commit(options.out, [CHANGES], options.overwrite, inputs=[options.messages, *given])
     old_defs = read_definitions(options.old, options.vhost)
     new_defs = read_definitions(options.new, options.vhost)
     old = Topology.from_definitions(old_defs, vhost=options.vhost)
@@ -268,7 +270,7 @@ def run_diff(
     try:
         commit.begin()
         with session_settings(spark, io.WHOLE_FILES if fmt != "parquet" else {}):
-            dataset = read_log(spark, options.messages, fmt)
+            dataset = read_log(spark, options.messages, fmt, options.columns)
             compared = compare(
                 route_both(
                     with_message_ids(dataset), old_defs, new_defs, options.exchange,
@@ -295,9 +297,12 @@ def run_diff(
     return traffic
 
 
-def read_log(spark: Any, messages: str, fmt: str) -> io.Dataset:
+def read_log(
+    spark: Any, messages: str, fmt: str, names: io.Columns = io.Columns()
+) -> io.Dataset:
     """The log as a Dataset with its DataFrame: Parquet read by the tasks with pyarrow where
-    that reader reads it as Spark does (on any storage pyarrow reads), else by Spark."""
+    that reader reads it as Spark does (on any storage pyarrow reads), else by Spark. The
+    columns ``names`` gives are renamed to routing_key, exchange and headers."""
     dataset = None
     if fmt == "parquet":
         try:
@@ -307,7 +312,8 @@ def read_log(spark: Any, messages: str, fmt: str) -> io.Dataset:
         else:
             dataset = replace(surveyed, frame=read_frame(spark, surveyed, ARROW_BATCH_ROWS))
     if dataset is None:
-        dataset = io.read_messages(spark, messages, fmt)
+        dataset = io.read_messages(spark, messages, fmt, names)
+    dataset = _standard_names(dataset, names)
     if io.KEY not in dataset.columns:
         raise DatasetError(
             f"message dataset {messages!r} has no {io.KEY!r} column; its columns are "
@@ -315,6 +321,20 @@ def read_log(spark: Any, messages: str, fmt: str) -> io.Dataset:
             messages,
         )
     return dataset
+
+
+def _standard_names(dataset: io.Dataset, names: io.Columns) -> io.Dataset:
+    """The dataset with its routing columns under the names the diff reads (a column already
+    holding a standard name that another column replaces is dropped)."""
+    frame, columns = dataset.frame, list(dataset.columns)
+    for given, standard in ((names.key, io.KEY), (names.exchange, io.EXCHANGE),
+                            (names.headers, io.HEADERS)):
+        if given != standard and given in columns:
+            if standard in columns:
+                frame, columns = frame.drop(standard), [c for c in columns if c != standard]
+            frame = frame.withColumnRenamed(given, standard)
+            columns = [standard if c == given else c for c in columns]
+    return replace(dataset, frame=frame, columns=tuple(columns))
 
 
 def stage_changes(compared: Any, commit: Commit) -> int:
@@ -343,10 +363,13 @@ def stage_changes(compared: Any, commit: Commit) -> int:
     return rows
 
 
-def publish_report(report: Mapping[str, Any], out: str, overwrite: bool = False) -> None:
+def publish_report(
+    report: Mapping[str, Any], out: str, overwrite: bool = False, inputs: tuple[str, ...] = ()
+) -> None:
     """OUT/diff.json (and diff.png when ``report`` has traffic), on any storage, published as
-    `run_diff` publishes: a report without traffic (no log given)."""
-    commit = Commit(out, [], overwrite)
+    `run_diff` publishes: a report without traffic (no log given). ``inputs``: the definitions
+    read, which OUT may not overlap."""
+    commit = Commit(out, [], overwrite, inputs=inputs)
     try:
         commit.begin()
         commit.publish(report_files(report), {})

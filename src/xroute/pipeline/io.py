@@ -109,8 +109,11 @@ def detect_format(path: str, fmt: str = "auto") -> str:
     raise DatasetError(f"{path!r} mixes formats {sorted(found)}; pass --format", path)
 
 
-def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
-    """The dataset at ``path`` as a DataFrame, with the columns that name each record."""
+def read_messages(
+    spark: Any, path: str, fmt: str = "auto", names: Columns | None = None
+) -> Dataset:
+    """The dataset at ``path`` as a DataFrame, with the columns that name each record
+    (``names``: the routing columns, read as text from JSON)."""
     fmt = detect_format(path, fmt)
     target = locate(path)
     reader = spark.read
@@ -118,11 +121,16 @@ def read_messages(spark: Any, path: str, fmt: str = "auto") -> Dataset:
         # Files in plain subfolders (2026/01/part.parquet) are read too; Spark would refuse
         # them, expecting key=value folders, which name columns and are left to it.
         reader = reader.option("recursiveFileLookup", True)
-    return _dataset(reader, path, fmt, dataset_root(target))
+    return _dataset(reader, path, fmt, dataset_root(target), names=names)
 
 
 def read_message_stream(
-    spark: Any, path: str, fmt: str = "auto", schema: Any = None, max_files: int = 10
+    spark: Any,
+    path: str,
+    fmt: str = "auto",
+    schema: Any = None,
+    max_files: int = 10,
+    names: Columns | None = None,
 ) -> Dataset:
     """The files arriving under the folder ``path`` as a streaming DataFrame (Spark's file
     stream source, at most ``max_files`` new files per micro-batch), with the columns that
@@ -153,7 +161,7 @@ def read_message_stream(
                 "--schema (e.g. 'routing_key string, exchange string, headers string')",
                 path,
             )
-        found = read_messages(spark, path, fmt).schema
+        found = read_messages(spark, path, fmt, names).schema
         schema = StructType([f for f in found.fields if f.name not in (FILE_COLUMN, ROW_COLUMN)])
     elif isinstance(schema, str):
         try:
@@ -175,10 +183,17 @@ def read_message_stream(
     reader = spark.readStream.option("maxFilesPerTrigger", max_files).option(
         "maxFileAge", STREAM_MAX_FILE_AGE
     )
-    return _dataset(reader, path, fmt, dataset_root(target), schema)
+    return _dataset(reader, path, fmt, dataset_root(target), schema, names)
 
 
-def _dataset(reader: Any, path: str, fmt: str, root: str, schema: Any = None) -> Dataset:
+def _dataset(
+    reader: Any,
+    path: str,
+    fmt: str,
+    root: str,
+    schema: Any = None,
+    names: Columns | None = None,
+) -> Dataset:
     """Open ``path`` with ``reader`` (Spark's batch or stream reader) as ``fmt``; ``schema``
     (a StructType) when known, else inferred (batch only)."""
     from pyspark.sql import functions as F
@@ -193,7 +208,7 @@ def _dataset(reader: Any, path: str, fmt: str, root: str, schema: Any = None) ->
                 inferred = reader.json(path).schema if schema is None else schema
                 # Text is what the job wants for these columns: a JSON object under "headers"
                 # stays its JSON text, and a number under "routing_key" stays its digits.
-                text = {KEY, EXCHANGE, HEADERS, MESSAGE_ID}
+                text = (names or Columns()).as_text
                 schema = StructType(
                     [
                         StructField(f.name, StringType()) if f.name in text else f
@@ -244,43 +259,86 @@ def _dataset(reader: Any, path: str, fmt: str, root: str, schema: Any = None) ->
     return Dataset(fmt, columns, root, frame.schema, frame=frame)
 
 
-def check_columns(
-    dataset: Dataset, default_exchange: str | None, keep_columns: Sequence[str]
-) -> None:
-    """Refuse, before any work, a dataset the job cannot route: `DatasetError` naming why."""
-    from pyspark.sql.types import MapType, StringType, StructType
+@dataclass(frozen=True)
+class Columns:
+    """Which of a dataset's columns hold each record's routing key, exchange and headers
+    (``--routing-key-column``, ``--exchange-column``, ``--headers-column``)."""
 
-    columns = dataset.columns
-    types = {f.name: f.dataType for f in dataset.schema.fields}
-    if KEY not in columns:
+    key: str = KEY
+    exchange: str = EXCHANGE
+    headers: str = HEADERS
+
+    @property
+    def as_text(self) -> set[str]:
+        """The columns read as text from JSON (a JSON object under headers stays its text,
+        a number under the key stays its digits)."""
+        return {self.key, self.exchange, self.headers, MESSAGE_ID}
+
+
+def check_column_names(
+    columns: Sequence[str],
+    default_exchange: str | None,
+    keep_columns: Sequence[str],
+    names: Columns = Columns(),
+    source: str = "the dataset",
+) -> None:
+    """Refuse, before any work, a dataset whose columns the job cannot route with:
+    `DatasetError` naming why. Names only: `check_columns` checks the types too."""
+    columns = list(columns)
+    if names.key not in columns:
+        hint = "" if names.key != KEY else "; name another with --routing-key-column"
         raise DatasetError(
-            f"the dataset has no {KEY!r} column; its columns are {list(columns)}", KEY
+            f"{source} has no {names.key!r} column{hint}; its columns are {columns}", names.key
         )
-    if EXCHANGE not in columns and default_exchange is None:
+    if names.exchange not in columns and default_exchange is None:
         raise DatasetError(
-            f"the dataset has no {EXCHANGE!r} column: name the exchange with --exchange", EXCHANGE
+            f"{source} has no {names.exchange!r} column: name the exchange with --exchange "
+            "(or the column with --exchange-column)",
+            names.exchange,
         )
-    if HEADERS in columns and not isinstance(types[HEADERS], (StringType, MapType, StructType)):
-        raise DatasetError(
-            f"column {HEADERS!r} must be a struct, a map or a JSON object as text, not "
-            f"{types[HEADERS].simpleString()}",
-            HEADERS,
-        )
+    for given, option in ((names.exchange, "--exchange-column"), (names.headers, "--headers-column")):
+        if given not in (EXCHANGE, HEADERS) and given not in columns:
+            raise DatasetError(
+                f"{option} names {given!r}, which {source} does not have; its columns are "
+                f"{columns}",
+                given,
+            )
     for reserved in (FILE_COLUMN, ROW_COLUMN, REASON, QUEUE):
         if reserved in columns:
             raise DatasetError(
-                f"the dataset has a column {reserved!r}, a name the outputs use; rename it",
+                f"{source} has a column {reserved!r}, a name the outputs use; rename it",
                 reserved,
             )
     for name in keep_columns:
         if name not in columns:
             raise DatasetError(
-                f"--keep-columns names {name!r}, which the dataset does not have; its columns "
-                f"are {list(columns)}",
+                f"--keep-columns names {name!r}, which {source} does not have; its columns "
+                f"are {columns}",
                 name,
             )
         if name == MESSAGE_ID:
             raise DatasetError(f"{MESSAGE_ID!r} is always in deliveries; do not keep it", name)
+
+
+def check_columns(
+    dataset: Dataset,
+    default_exchange: str | None,
+    keep_columns: Sequence[str],
+    names: Columns = Columns(),
+) -> None:
+    """Refuse, before any work, a dataset the job cannot route: `DatasetError` naming why."""
+    from pyspark.sql.types import MapType, StringType, StructType
+
+    columns = [c for c in dataset.columns if c != CORRUPT]
+    check_column_names(columns, default_exchange, keep_columns, names)
+    types = {f.name: f.dataType for f in dataset.schema.fields}
+    headers = names.headers
+    if headers in columns and not isinstance(types[headers], (StringType, MapType, StructType)):
+        raise DatasetError(
+            f"column {headers!r} must be a struct, a map or a JSON object as text, not "
+            f"{types[headers].simpleString()}",
+            headers,
+        )
 
 
 def partitioned(target: Location) -> bool:
@@ -295,6 +353,11 @@ def local_path(uri: str) -> str:
     """The path of a file URI, in any of the forms Spark writes (``file:/a%20b``,
     ``file:///a%20b``)."""
     return unquote(urlparse(uri).path)
+
+
+def shown(uri: str) -> str:
+    """A file's URI as a person reads it: a local file as its path, any other as it is."""
+    return local_path(uri) if uri.startswith("file:") else uri
 
 
 def _first_line(error: Exception) -> str:

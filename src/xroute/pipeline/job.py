@@ -3,7 +3,8 @@
 Every path may be local or a storage URI. Outputs are staged under OUT and published only once
 the invariant (input = delivered + unroutable + rejected, and every written file counted)
 holds, ``_SUCCESS`` last (`xroute.pipeline.commit`): a failed run leaves no output behind, and
-an existing OUT is refused unless ``overwrite``.
+OUT is written only if it is new, empty, or an earlier xroute output replaced with
+``overwrite`` (`xroute.pipeline.output`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from xroute.pipeline.worker import (
     partition_function,
     split_function,
 )
+from xroute.storage import locate
+from xroute.tools.lint import FINGERPRINT, topology_fingerprint
 from xroute.topology import Topology
 
 
@@ -60,6 +63,7 @@ class PipelineOptions:
     reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.pyarrow_reader`
     progress: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
+    columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
 
 
 def run_pipeline(
@@ -67,7 +71,7 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """Run the job on ``spark`` and return its summary (also written to DIR/summary.json)."""
     started = time.perf_counter()
-    commit = Commit(options.out, OUTPUTS, options.overwrite)
+    commit = Commit(options.out, OUTPUTS, options.overwrite, inputs=_inputs(options))
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = read_definitions(options.definitions, options.vhost)
     # Checks the definitions, and numbers the queues and bindings as the workers will; the
@@ -75,14 +79,14 @@ def run_pipeline(
     topology = Topology.from_definitions(definitions, vhost=options.vhost, engine="reference")
     router = BatchRouter(topology)
     dataset = _read(spark, options)
-    io.check_columns(dataset, options.exchange, options.keep_columns)
-    plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
+    io.check_columns(dataset, options.exchange, options.keep_columns, options.columns)
+    plan = make_plan(dataset, options.exchange, options.keep_columns, options.columns)
     phases = {"prepare": time.perf_counter() - started}
     try:
         commit.begin()
         counts, manifest = _route(spark, options, dataset, plan, definitions, commit, phases)
         mark = time.perf_counter()
-        top_keys = _top_unroutable(commit, counts["unroutable"])
+        top_keys = _top_unroutable(commit, counts["unroutable"], plan.key_column)
         _write_empty_outputs(_batch_schema(spark, dataset), plan, router, commit)
         phases["unroutable_keys"] = time.perf_counter() - mark
         wall = time.perf_counter() - started
@@ -101,6 +105,8 @@ def run_pipeline(
             extra={
                 "format": dataset.format,
                 "reader": "spark" if dataset.frame is not None else "pyarrow",
+                # lint --summary reads a summary only against the topology it was made with
+                FINGERPRINT: topology_fingerprint(topology),
                 "partitions": manifest["partitions"],
                 "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()},
                 # Summed over tasks: where the executors' Python time went.
@@ -113,6 +119,12 @@ def run_pipeline(
         commit.abort()
         raise
     return summary
+
+
+def _inputs(options: PipelineOptions) -> tuple[str | None, ...]:
+    """The paths the run reads, which OUT may not overlap."""
+    definitions = options.definitions if isinstance(options.definitions, str) else None
+    return (options.messages, definitions)
 
 
 def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
@@ -134,7 +146,25 @@ def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
             raise DatasetError(
                 f"--reader pyarrow reads Parquet only; this dataset is {fmt}", options.reader
             )
-    return io.read_messages(spark, options.messages, fmt)
+    return io.read_messages(spark, options.messages, fmt, options.columns)
+
+
+def make_plan(
+    dataset: io.Dataset,
+    exchange: str | None,
+    keep_columns: tuple[str, ...],
+    names: io.Columns = io.Columns(),
+) -> Plan:
+    """What each task needs to route the dataset's records."""
+    return Plan(
+        dataset.columns,
+        exchange,
+        tuple(keep_columns),
+        dataset.root,
+        key_column=names.key,
+        exchange_column=names.exchange,
+        headers_column=names.headers,
+    )
 
 
 def _route(
@@ -185,7 +215,7 @@ def _route(
     except XRouteError:
         raise
     except Exception as error:
-        raise PipelineFailed(f"the Spark job failed: {spark_error(error)}") from None
+        raise spark_failure(error, options.messages) from None
     finally:
         broadcast.unpersist()
     manifest = merge_manifests(manifests)
@@ -283,7 +313,7 @@ def check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
         )
 
 
-def _top_unroutable(commit: Commit, unroutable: int) -> list[tuple[str, int]]:
+def _top_unroutable(commit: Commit, unroutable: int, key: str) -> list[tuple[str, int]]:
     """The most frequent keys of the unroutable parts (ties by key), counted file by file."""
     if not unroutable:
         return []
@@ -292,7 +322,7 @@ def _top_unroutable(commit: Commit, unroutable: int) -> list[tuple[str, int]]:
     counts: Counter = Counter()
     for part in commit.staged("unroutable"):
         with part.filesystem.open_input_file(part.path) as source:
-            keys = pq.read_table(source, columns=[io.KEY]).column(io.KEY)
+            keys = pq.read_table(source, columns=[key]).column(key)
         found = pc.value_counts(keys).flatten()
         counts.update(dict(zip(found[0].to_pylist(), found[1].to_pylist())))
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_KEYS]
@@ -315,6 +345,52 @@ def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:
     return arrow_schema(dataset, spark.conf.get("spark.sql.session.timeZone"))
 
 
+def spark_failure(error: Exception, source: str) -> XRouteError:
+    """A failed Spark job as one error: `DatasetError` naming the input file that could not
+    be read and why (by Spark's reader or a task's), else `PipelineFailed` in a sentence."""
+    text = str(error)
+    unreadable = None
+    if not (_worker_died(text) or _executor_lost(text)):  # those may name the file they read
+        unreadable = unreadable_file(text, source)
+    if unreadable is not None:
+        path, sentence = unreadable
+        return DatasetError(sentence, path)
+    return PipelineFailed(f"the Spark job failed: {spark_error(error)}")
+
+
+def unreadable_file(text: str, source: str) -> tuple[str, str] | None:
+    """(the file, "cannot read FILE: why") when a Spark error's text says that a file under
+    ``source`` could not be read, by Spark's reader or by a task (whose `DatasetError` names
+    it already)."""
+    raised = re.search(r"xroute\.errors\.DatasetError: (cannot read (\S+?):? .*)", text)
+    if raised:
+        return raised.group(2), raised.group(1).strip()
+    location = locate(source)
+    root = io.local_path(location.uri) if location.local else location.uri
+    # Spark names the file as file:/path or file:///path, often followed by a full stop.
+    found = re.search(re.escape(root.rstrip("/")) + r"(/[^\s'\",;]*[^\s'\",;.])?", text)
+    if not found:
+        return None
+    path = found.group(0)
+    cause = _root_cause(text).replace(f"file://{path}", "it").replace(f"file:{path}", "it")
+    return io.shown(path), f"cannot read {io.shown(path)}: {cause}"
+
+
+def _root_cause(text: str) -> str:
+    """The innermost cause of a Java stack trace, without its exception class."""
+    causes = [line for line in text.splitlines() if line.startswith("Caused by:")]
+    line = causes[-1] if causes else text.strip().splitlines()[0]
+    return re.sub(r"^(Caused by:\s*)?([\w.$]+(Exception|Error):\s*)?", "", line).strip()[:300]
+
+
+def _worker_died(text: str) -> bool:
+    return "Python worker exited unexpectedly" in text or "crashed" in text.split("Caused by")[0]
+
+
+def _executor_lost(text: str) -> bool:
+    return "ExecutorLostFailure" in text or "Executor heartbeat timed out" in text
+
+
 def spark_error(error: Exception) -> str:
     """What went wrong, in a sentence: Spark's own text is a Java stack trace (the stream
     reports its failures with it too)."""
@@ -322,12 +398,12 @@ def spark_error(error: Exception) -> str:
     task = re.search(r"Task (\d+) in stage [\d.]+ failed (\d+) times?", text)
     where = f"partition {task.group(1)}" if task else "a partition"
     tries = f" (tried {task.group(2)} times)" if task else ""
-    if "Python worker exited unexpectedly" in text or "crashed" in text.split("Caused by")[0]:
+    if _worker_died(text):
         return (
             f"a Python worker died while routing {where}{tries}: killed, or out of memory "
             "(see the executor's log; give executors more memory, or more partitions)"
         )
-    if "ExecutorLostFailure" in text or "Executor heartbeat timed out" in text:
+    if _executor_lost(text):
         return f"an executor was lost while routing {where}{tries}: its machine or JVM went away"
     # A Python error in a worker arrives wrapped in Java; its last lines name it.
     lines = [line for line in text.splitlines() if line.strip()]

@@ -40,6 +40,7 @@ from xroute.pipeline.io import (
     data_files,
     dataset_root,
     partitioned,
+    shown,
 )
 from xroute.storage import Location, locate
 
@@ -70,7 +71,7 @@ def survey(path: str) -> Dataset:
     files = data_files(target)
     # Footers are small reads: on an object store their latency, not their size, is the cost.
     with ThreadPoolExecutor(FOOTER_READERS) as pool:
-        sources = list(pool.map(_open, files))
+        sources = list(pool.map(open_parquet, files))
     footers, first_schema, first_file = [], None, None
     for file, source in zip(files, sources):
         schema = source.schema_arrow
@@ -79,7 +80,7 @@ def survey(path: str) -> Dataset:
             _refuse_int96(source, file)
         elif not schema.equals(first_schema):
             raise DatasetError(
-                f"{file.uri!r} and {first_file.uri!r} have different schemas: {_ASK_SPARK}",
+                f"{shown(file.uri)!r} and {shown(first_file.uri)!r} have different schemas: {_ASK_SPARK}",
                 file.uri,
             )
         metadata = source.metadata
@@ -100,11 +101,14 @@ def survey(path: str) -> Dataset:
     )
 
 
-def _open(file: Location) -> pq.ParquetFile:
+def open_parquet(file: Location) -> pq.ParquetFile:
+    """The Parquet file, its footer read; `DatasetError` naming the file and why otherwise."""
     try:
         return pq.ParquetFile(file.filesystem.open_input_file(file.path))
     except (OSError, pa.ArrowException) as error:
-        raise DatasetError(f"cannot read {file.uri!r} as Parquet: {error}", file.uri) from None
+        raise DatasetError(
+            f"cannot read {shown(file.uri)} as Parquet: {error}", file.uri
+        ) from None
 
 
 def _refuse_int96(source: pq.ParquetFile, file: Location) -> None:
@@ -113,7 +117,7 @@ def _refuse_int96(source: pq.ParquetFile, file: Location) -> None:
     for i in range(len(parquet)):
         if parquet.column(i).physical_type == "INT96":
             raise DatasetError(
-                f"{file.uri!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
+                f"{shown(file.uri)!r} has INT96 timestamps ({parquet.column(i).path}): {_ASK_SPARK}",
                 file.uri,
             )
 
@@ -220,11 +224,12 @@ def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.
     columns cast to ``schema``, then the file (one dictionary entry) and each row's number."""
     columns = [f.name for f in schema if f.name not in (FILE_COLUMN, ROW_COLUMN)]
     file = locate(split.uri)
-    source = pq.ParquetFile(file.filesystem.open_input_file(file.path))
+    source = open_parquet(file)
     file_name = pa.array([split.uri], pa.string())
     row = split.first_row
-    for batch in source.iter_batches(
-        batch_size=batch_rows, row_groups=list(split.row_groups), columns=columns
+    for batch in _named_errors(
+        source.iter_batches(batch_size=batch_rows, row_groups=list(split.row_groups), columns=columns),
+        file,
     ):
         size = batch.num_rows
         arrays = [_cast(batch.column(name), schema.field(name).type, name) for name in columns]
@@ -232,6 +237,14 @@ def read_split(split: Split, schema: pa.Schema, batch_rows: int) -> Iterator[pa.
         arrays.append(pa.array(np.arange(row, row + size, dtype=np.int64)))
         row += size
         yield pa.RecordBatch.from_arrays(arrays, names=[*columns, FILE_COLUMN, ROW_COLUMN])
+
+
+def _named_errors(batches: Iterator[pa.RecordBatch], file: Location) -> Iterator[pa.RecordBatch]:
+    """The batches; a file that breaks while being read (a corrupt page) is named."""
+    try:
+        yield from batches
+    except (OSError, pa.ArrowException) as error:
+        raise DatasetError(f"cannot read {shown(file.uri)} as Parquet: {error}", file.uri) from None
 
 
 def _cast(column: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:

@@ -18,7 +18,6 @@ checkpoint is Spark's: a local path (or HDFS).
 from __future__ import annotations
 
 import json
-import re
 import signal
 import threading
 import time
@@ -39,8 +38,15 @@ from xroute.errors import (
 )
 from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.job import check_invariant, merge_manifests, spark_error
+from xroute.pipeline.job import (
+    check_invariant,
+    make_plan,
+    merge_manifests,
+    spark_error,
+    unreadable_file,
+)
 from xroute.pipeline.spark import session_settings
+from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
 from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
 from xroute.pipeline.transform import Plan
@@ -48,7 +54,6 @@ from xroute.pipeline.worker import MANIFEST_SCHEMA, OUTPUTS, Task, fingerprint, 
 from xroute.storage import Location, locate
 from xroute.topology import Topology
 
-STREAM_FILE = "_stream.json"  # OUT's record of the checkpoint (the stream) that writes it
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class StreamOptions:
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
     rabbitmq: str | None = None  # the version profile (xroute.profiles)
+    columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
 
 
 class StopRequested(Exception):
@@ -159,31 +165,37 @@ class Background:
 class _State:
     """What the driver's main thread and Spark's foreachBatch thread share."""
 
-    def __init__(self) -> None:
-        self.stop = threading.Event()
+    def __init__(self, stop: threading.Event | None = None) -> None:
+        self.stop = stop or threading.Event()
+        self.interrupted = False  # the stop came from Ctrl-C (SIGINT), not from ``stop``
         self.lock = threading.Lock()  # guards ``running`` against ``stop``
         self.running = False  # a batch is being processed
         self.error: BaseException | None = None
 
 
 def run_stream(
-    spark: Any, options: StreamOptions, say: Callable[[str], None] = print
+    spark: Any,
+    options: StreamOptions,
+    say: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """Run the stream until it ends (``available_now``), fails, or is stopped (SIGINT: after
-    the current batch); the summary of every committed batch."""
+    """Run the stream until it ends (``available_now``), fails, or is stopped (by SIGINT, or
+    by setting ``stop``: after the current batch); the summary of every committed batch."""
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = Definitions(
         spark, options.definitions, options.vhost, options.engine, options.rabbitmq
     )
     dataset = io.read_message_stream(
-        spark, options.source, options.format, options.schema, options.max_files
+        spark, options.source, options.format, options.schema, options.max_files, options.columns
     )
-    io.check_columns(dataset, options.exchange, options.keep_columns)
-    plan = Plan(dataset.columns, options.exchange, tuple(options.keep_columns), dataset.root)
+    io.check_columns(dataset, options.exchange, options.keep_columns, options.columns)
+    plan = make_plan(dataset, options.exchange, options.keep_columns, options.columns)
     out = locate(options.out)
-    stream_id = _claim(out, options.checkpoint)
+    check_apart(options.out, [options.source], what="stream source")
+    check_stream_out(out, options.out)
+    stream_id = _claim(out, options.checkpoint, options.out)
     markers = committed_batches(out)
-    state = _State()
+    state = _State(stop)
 
     def summary(committed: dict[int, dict[str, Any]]) -> dict[str, Any]:
         result = stream_summary(
@@ -240,7 +252,11 @@ def run_stream(
     # Text files are read whole, each by one task, so that generated ids (file:row) count
     # rows from the file's start; the query keeps the settings it started with.
     settings = io.WHOLE_FILES if dataset.format != "parquet" else {}
-    previous = signal.signal(signal.SIGINT, lambda *_: state.stop.set())
+    def interrupted(*_: Any) -> None:
+        state.interrupted = True
+        state.stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
     try:
         with session_settings(spark, settings):
             query = writer.start()
@@ -249,6 +265,7 @@ def run_stream(
         signal.signal(signal.SIGINT, previous)
         summaries.close()
         definitions.broadcast.unpersist()
+    _record_stream(out, options.checkpoint)  # OUT is this stream's, even with no batch yet
     return summary(markers)
 
 
@@ -305,7 +322,7 @@ def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
                 return
         except StreamingQueryException as error:
             if isinstance(state.error, StopRequested):
-                say("stopped (Ctrl-C) between batches; the next start goes on from here")
+                say(f"stopped{_why(state)} between batches; the next start goes on from here")
                 return
             if isinstance(state.error, XRouteError):
                 raise state.error from None
@@ -317,34 +334,27 @@ def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
                 # Between batches: a batch that starts from now on sees the stop and is not
                 # run (the lock is not held here: stop() waits for Spark's batch thread).
                 query.stop()
-                say("stopped (Ctrl-C) after the last committed batch")
+                say(f"stopped{_why(state)} after the last committed batch")
                 return
+
+
+def _why(state: _State) -> str:
+    return " (Ctrl-C)" if state.interrupted else ""
 
 
 def _failure(error: Exception, source: str) -> XRouteError:
     """A Spark failure while reading or routing a batch, in a sentence; a file Spark cannot
     read at all is named (the stream stops rather than skip it)."""
-    text = str(error)
-    root = io.local_path(locate(source).uri).rstrip("/") + "/"
-    # Spark names the file as file:/path or file:///path, often followed by a full stop.
-    found = re.search(re.escape(root) + r"[^\s'\",;]*[^\s'\",;.]", text)
-    if found:
-        path = found.group(0)
-        cause = _root_cause(text).replace(f"file://{path}", "it").replace(f"file:{path}", "it")
+    unreadable = unreadable_file(str(error), source)
+    if unreadable is not None:
+        path, sentence = unreadable
         return DatasetError(
-            f"Spark cannot read {path}: {cause}. The stream stopped rather than skip it; "
+            f"{sentence}. The stream stopped rather than skip it; "
             "its batch is not committed: replace the file by a readable one of the same name "
             "and start the stream again (Spark replays the batch with the same files)",
             path,
         )
     return PipelineFailed(f"the stream failed: {spark_error(error)}")
-
-
-def _root_cause(text: str) -> str:
-    """The innermost cause of a Java stack trace, without its exception class."""
-    causes = [line for line in text.splitlines() if line.startswith("Caused by:")]
-    line = causes[-1] if causes else text.strip().splitlines()[0]
-    return re.sub(r"^(Caused by:\s*)?([\w.$]+(Exception|Error):\s*)?", "", line).strip()[:300]
 
 
 def _nothing(router: BatchRouter) -> dict[str, Any]:
@@ -380,25 +390,21 @@ def _checkpoint_id(checkpoint: str) -> str | None:
     return json.loads(metadata.read_bytes().decode().splitlines()[0])["id"]
 
 
-def _claim(out: Location, checkpoint: str) -> str:
+def _claim(out: Location, checkpoint: str, typed: str) -> str:
     """Refuse an OUT written by another stream: batch ids restart at 0 with a new checkpoint,
-    and batches already marked in OUT would be skipped, not routed. The stream's id."""
+    and batches already marked in OUT would be skipped, not routed (an OUT with batches but no
+    record of their stream is refused before, by `check_stream_out`). The stream's id."""
     mine = _checkpoint_id(checkpoint)
     record = out.child(STREAM_FILE)
     if record.exists():
         theirs = json.loads(record.read_bytes())["checkpoint_id"]
         if theirs != mine:
             raise OtherStreamOutput(
-                f"{out.uri} holds the output of another stream (checkpoint id {theirs}); "
+                f"{typed} holds the output of another stream (checkpoint id {theirs}); "
                 f"this checkpoint ({checkpoint}) is {'new' if mine is None else mine}: use a "
                 "new OUT, or the stream's own checkpoint",
                 out.uri,
             )
-    elif committed_batches(out):
-        raise OtherStreamOutput(
-            f"{out.uri} holds committed batches but no record of their stream: use a new OUT",
-            out.uri,
-        )
     return mine or "new"
 
 

@@ -41,12 +41,16 @@ class Plan:
     default_exchange: str | None = None
     keep_columns: tuple[str, ...] = ()
     root: str = ""  # stripped from file URIs to make generated message ids
+    key_column: str = KEY  # the columns that hold each record's routing key, exchange, headers
+    exchange_column: str = EXCHANGE
+    headers_column: str = HEADERS
 
     @property
     def record_columns(self) -> list[str]:
-        """The columns of an unroutable or rejected record: message_id, exchange, the rest."""
-        rest = [c for c in self.columns if c not in (MESSAGE_ID, EXCHANGE)]
-        return [MESSAGE_ID, EXCHANGE, *rest]
+        """The columns of an unroutable or rejected record: message_id, the exchange, the
+        rest (Spark's corrupt-record column aside: a rejected record's reason quotes it)."""
+        rest = [c for c in self.columns if c not in (MESSAGE_ID, self.exchange_column, CORRUPT)]
+        return [MESSAGE_ID, self.exchange_column, *rest]
 
 
 @dataclass
@@ -108,16 +112,18 @@ def route_records(
     headers: pa.Array | None = None,
     corrupt: pa.Array | None = None,
     properties: list[dict[str, Any]] | None = None,
+    refused: dict[int, XRouteError] | None = None,
 ) -> Outcome:
     """Route the records given as columns: routing keys, exchanges (null: refused), headers
     (a map, a struct or JSON text; None: no headers), Spark's corrupt-record column, and
-    each record's basic properties (`properties_of`; None: none).
+    each record's basic properties (`properties_of`; None: none); ``refused``: rows already
+    refused, with their errors.
 
     When a record has several faults, the one `Topology.route_message` would raise first is
     kept: the exchange, then the key, then the headers.
     """
     size = len(keys)
-    errors: dict[int, XRouteError] = {}
+    errors: dict[int, XRouteError] = dict(refused or {})
     if corrupt is not None:  # a line Spark could not parse has no fields at all: that is all
         for i in _flat(pc.is_valid(corrupt)):
             text = corrupt[i].as_py()
@@ -190,16 +196,19 @@ def route_batch(
     ``rows_seen`` counts the rows read so far per file, for text formats whose rows Spark does
     not number (the caller keeps it across the batches of one task).
     """
+    refused: dict[int, XRouteError] = {}
+    batch = _text_checked(batch, refused)
     names = batch.schema.names
     message_ids = _message_ids(batch, plan, rows_seen)
     exchanges = _exchanges(batch, plan, batch.num_rows)
     outcome = route_records(
         router,
-        batch.column(KEY),
+        batch.column(plan.key_column),
         exchanges,
-        batch.column(HEADERS) if HEADERS in names else None,
+        batch.column(plan.headers_column) if plan.headers_column in names else None,
         batch.column(CORRUPT) if CORRUPT in names else None,
         properties_of(router, batch, message_ids),
+        refused,
     )
     delivery_rows, queue_ids, errors = outcome.delivery_rows, outcome.queue_ids, outcome.errors
     rejected_rows = np.array(sorted(errors), dtype=np.int64)
@@ -227,6 +236,43 @@ def route_batch(
 
 
 # ---------------------------------------------------------------------- the columns
+
+
+def _text_checked(batch: pa.RecordBatch, refused: dict[int, XRouteError]) -> pa.RecordBatch:
+    """The batch with every text value that is not valid UTF-8 (Spark hands a JSON or CSV
+    file's bytes on as they are) made null, its record refused with the bytes in the reason:
+    one bad record is rejected, the job goes on."""
+    columns = list(batch.columns)
+    for index, field in enumerate(batch.schema):
+        column = columns[index]
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            continue
+        try:
+            column.validate(full=True)  # a scan in C++: the usual case costs nothing more
+            continue
+        except pa.ArrowInvalid:
+            pass
+        raw = column.cast(pa.large_binary() if pa.types.is_large_string(field.type) else pa.binary())
+        bad = np.zeros(len(raw), dtype=bool)
+        for row, value in enumerate(raw.to_pylist()):
+            if value is None:
+                continue
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as error:
+                bad[row] = True
+                what = "the record" if field.name == CORRUPT else f"the record's {field.name!r}"
+                refused.setdefault(
+                    row,
+                    DatasetError(
+                        f"{what} is not valid UTF-8 ({error.reason} at byte {error.start}): "
+                        f"{value[:80]!r}",
+                        field.name,
+                    ),
+                )
+        cleaned = pc.if_else(pa.array(bad), pa.scalar(None, raw.type), raw)
+        columns[index] = cleaned.cast(field.type)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
 def _message_ids(batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None) -> pa.Array:
@@ -278,7 +324,7 @@ def relative_path(uri: str, root: str) -> str:
 
 def _exchanges(batch: pa.RecordBatch, plan: Plan, size: int) -> pa.Array:
     """The exchange each record is published to: its own, else ``--exchange``."""
-    column = batch.column(EXCHANGE) if EXCHANGE in plan.columns else None
+    column = batch.column(plan.exchange_column) if plan.exchange_column in plan.columns else None
     return exchanges_of(column, plan.default_exchange, size)
 
 
@@ -357,8 +403,10 @@ def _records(
 ) -> pa.RecordBatch:
     """The batch as unroutable/rejected records: message_id, exchange, then the rest."""
     arrays, names = [message_ids], [MESSAGE_ID]
-    arrays.append(batch.column(EXCHANGE) if EXCHANGE in plan.columns else exchanges)
-    names.append(EXCHANGE)
+    arrays.append(
+        batch.column(plan.exchange_column) if plan.exchange_column in plan.columns else exchanges
+    )
+    names.append(plan.exchange_column)
     for name in plan.record_columns[2:]:
         arrays.append(batch.column(name))
         names.append(name)

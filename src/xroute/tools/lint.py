@@ -8,6 +8,7 @@ by `lint_topology`. The catalogue of findings is in docs/tools.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,8 @@ LARGE_EXCHANGE = 1000
 # tenth of the exchange's bindings or more (or there are CLIENT_ADDRESSING_MANY of them).
 CLIENT_ADDRESSING_MIN = 3
 CLIENT_ADDRESSING_MANY = 100
+# The key of summary.json that fingerprints the topology the pipeline routed with.
+FINGERPRINT = "definitions_fingerprint"
 _BUILTIN = {DEFAULT_EXCHANGE, *STANDARD_EXCHANGES}
 # The most '#' words RabbitMQ 4.3.5 and later accept in a topic binding key (every profile
 # warns of more: an export meant for an upgrade should know).
@@ -66,7 +69,7 @@ def lint_definitions(
     findings = list(_bind_all(topology, raw))
     findings += lint_topology(topology, large_exchange=large_exchange)
     if summary is not None:
-        findings += never_matched(summary)
+        findings += never_matched(summary, topology)
     return LintReport(sort_findings(findings), rank_costs(topology, keys))
 
 
@@ -474,16 +477,18 @@ def _cycle_through(start: str, component: set[str], edges: dict[str, dict[str, s
 # ------------------------------------------------------------------------- traffic
 
 
+def _summary_data(source: str | Path | Mapping[str, Any]) -> Any:
+    if isinstance(source, Mapping):
+        return source
+    try:
+        return json.loads(Path(source).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidLintInput(f"cannot read summary {str(source)!r}: {error}", source) from None
+
+
 def read_summary(source: str | Path | Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ``bindings`` list of the pipeline's summary.json (each with ``hits``)."""
-    if isinstance(source, Mapping):
-        data: Any = source
-    else:
-        try:
-            data = json.loads(Path(source).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            message = f"cannot read summary {str(source)!r}: {error}"
-            raise InvalidLintInput(message, source) from None
+    data = _summary_data(source)
     bindings = data.get("bindings") if isinstance(data, Mapping) else None
     if not isinstance(bindings, list) or not all(
         isinstance(b, Mapping) and isinstance(b.get("hits"), int) for b in bindings
@@ -495,8 +500,52 @@ def read_summary(source: str | Path | Mapping[str, Any]) -> list[dict[str, Any]]
     return [dict(b) for b in bindings]
 
 
-def never_matched(summary: str | Path | Mapping[str, Any]) -> list[Finding]:
-    """A finding for each binding of the summary that no message of the traffic matched."""
+def topology_fingerprint(topology: Topology) -> str:
+    """What identifies a topology, whatever the order of its export: written into the
+    pipeline's summary.json, so that a summary is only read against its own topology."""
+    exported = topology.to_definitions()
+    canonical = {
+        name: sorted(json.dumps(e, sort_keys=True, default=str) for e in value)
+        if isinstance(value, list)
+        else value
+        for name, value in exported.items()
+    }
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def check_summary_topology(
+    summary: str | Path | Mapping[str, Any], data: Mapping[str, Any], topology: Topology
+) -> None:
+    """`InvalidLintInput` unless the summary was made with this topology: by its fingerprint,
+    or (a summary written before fingerprints) by every binding it lists being in it."""
+    theirs = data.get(FINGERPRINT)
+    if theirs is not None:
+        if theirs != topology_fingerprint(topology):
+            raise InvalidLintInput(
+                f"summary {str(summary)!r:.80} was made with another topology (fingerprint "
+                f"{theirs}, these definitions {topology_fingerprint(topology)}): lint the "
+                "definitions that run routed",
+                summary,
+            )
+        return
+    have = {(b.source, b.destination.name, b.routing_key) for b in topology.bindings()}
+    for b in data.get("bindings", []):
+        if (b.get("source"), b.get("destination"), b.get("routing_key", "")) not in have:
+            raise InvalidLintInput(
+                f"summary {str(summary)!r:.80} lists a binding these definitions do not have "
+                f"({describe_binding(binding_ref(b))} on {b.get('source')!r}): it was made "
+                "with another topology; lint the definitions that run routed",
+                summary,
+            )
+
+
+def never_matched(
+    summary: str | Path | Mapping[str, Any], topology: Topology | None = None
+) -> list[Finding]:
+    """A finding for each binding of the summary that no message of the traffic matched;
+    with ``topology``, a summary of another topology is refused (`check_summary_topology`)."""
+    if topology is not None:
+        check_summary_topology(summary, _summary_data(summary), topology)
     return [
         Finding(
             "never-matched",
@@ -512,4 +561,13 @@ def never_matched(summary: str | Path | Mapping[str, Any]) -> list[Finding]:
     ]
 
 
-__all__ = ["LARGE_EXCHANGE", "lint_definitions", "lint_topology", "never_matched", "read_summary"]
+__all__ = [
+    "FINGERPRINT",
+    "LARGE_EXCHANGE",
+    "check_summary_topology",
+    "lint_definitions",
+    "lint_topology",
+    "never_matched",
+    "read_summary",
+    "topology_fingerprint",
+]

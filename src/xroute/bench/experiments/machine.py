@@ -114,6 +114,14 @@ def load_average() -> list[float] | None:
         return None
 
 
+def machine_note() -> str:
+    """The machine as measured now, for a benchmark's title: its cores, CPU model and load
+    average. Nothing else is said of it: what else runs there is not known."""
+    load = load_average()
+    shown = " / ".join(f"{x:g}" for x in load) if load else "unknown"
+    return f"{os.cpu_count()} cores, {cpu_model()}, load average {shown}"
+
+
 def versions() -> dict[str, str]:
     """Installed versions of the packages a run depends on or compares against."""
     found = {}
