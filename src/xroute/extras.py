@@ -1,5 +1,5 @@
 """The optional parts of xroute and the extra that installs each: the routing library and the
-commands route, explain, lint and diff need none of them (docs/install.md)."""
+commands route, explain, lint and diff need none of them (README, "Set up")."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ EXTRAS = {
     "matplotlib": "plots",
     "kombu": "kombu",
     "redis": "kombu",
+    "amqp": "traces",
 }
 
 

@@ -8,8 +8,9 @@ import sys
 
 import click
 
-from xroute.cli import EXIT_OK, cli
+from xroute.cli import EXIT_OK, cli, quiet_interrupts
 from xroute.cli.options import definitions_option, resolve_definitions, vhost_option
+from xroute.extras import require
 
 EXIT_DISAGREE = 1  # xroute verify: some message did not go where the broker put it
 
@@ -43,6 +44,7 @@ def capture(
     Switch the firehose on first: rabbitmqctl trace_on -p VHOST. Ctrl-C or SIGTERM stops the
     capture after writing and acknowledging what has arrived.
     """
+    require("amqp", what="xroute capture")
     from xroute.traces.capture import Capture
 
     running = Capture(url, out, events=events, deliveries=deliveries, queue=queue,
@@ -94,15 +96,20 @@ def verify(
     Exit 0 when every message agrees, 1 when any disagrees (or routes to a missing or
     unsupported exchange), 2 on bad input.
     """
+    require("pyspark", "pandas", "matplotlib", what="xroute verify")
     from xroute.pipeline.spark import start_spark
-    from xroute.pipeline.verify import VerifyOptions, run_verify
+    from xroute.pipeline.verify import VerifyOptions, check_verify, load_history, run_verify
 
     options = VerifyOptions(
         definitions=resolve_definitions(definitions, vhost), traces=traces, out=out,
         events=events, base_at=base_at, format=fmt, vhost=vhost, overwrite=overwrite,
         samples=samples,
     )
-    result = run_verify(start_spark(master), options)
+    check_verify(options)  # before Spark starts: a mistake costs a second
+    load_history(options)
+    spark = start_spark(master)
+    quiet_interrupts()
+    result = run_verify(spark, options)
     report = result.to_dict()
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))

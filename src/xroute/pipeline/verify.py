@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from xroute.definitions import load_definitions, read_definitions
 from xroute.errors import PipelineFailed, TraceFormatError
 from xroute.pipeline.commit import Commit
+from xroute.pipeline.output import check_apart, check_writable
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.trace_frame import FILE_SEQ_STRIDE, file_frame
 from xroute.pipeline.worker import PartWriter, fingerprint, part_name, router_for
@@ -191,14 +192,26 @@ def _task(against: Any, folder: str, format: str | None, samples: int) -> Any:
     return run
 
 
-def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
-    """Verify the trace and publish OUT (see the module docstring)."""
-    commit = Commit(options.out, [MESSAGES], options.overwrite)
-    base, history = load_history(options)
+def check_verify(options: VerifyOptions) -> list[tuple[Any, str]]:
+    """What can be checked before Spark starts, each mistake refused in one line: OUT apart
+    from the inputs and free to write, the trace's files (their first bytes), the definitions.
+    Returns the trace's files."""
+    check_apart(options.out, [options.traces, options.events], what="trace")
+    check_writable(locate(options.out), options.out, options.overwrite)
     files = trace_files(options.traces)
     if not files:
         raise TraceFormatError(f"no trace files in {options.traces!r}")
     check_files(files, options.format)
+    if options.events:
+        check_files(trace_files(options.events))
+    return files
+
+
+def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
+    """Verify the trace and publish OUT (see the module docstring)."""
+    files = check_verify(options)
+    commit = Commit(options.out, [MESSAGES], options.overwrite)
+    base, history = load_history(options)
     against: Any = history if history is not None else base
     try:
         commit.begin()
