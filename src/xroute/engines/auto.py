@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from xroute.engines.base import Words, register
+from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.compiled import BatchKernel
 from xroute.engines.dfa import DfaEngine
+from xroute.engines.literal import LiteralIndex, is_literal
 
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
 # kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
@@ -85,13 +86,24 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._memo_skips = 0
         self._batch_keys_since_change = 0
         self._kernel_batches = self._dfa_batches = 0
+        # Bindings without wildcards: an exact-key index; the trie (and so the DFA) holds
+        # only the patterns with '*' or '#' (see xroute.engines.literal).
+        self._literal = LiteralIndex()
 
     def add(self, words: Words, destination: Hashable) -> None:
-        super().add(words, destination)
+        if is_literal(words):
+            self._literal.add(".".join(words), destination)
+            self._flat = None
+        else:
+            super().add(words, destination)
         self._changed()
 
     def remove(self, words: Words, destination: Hashable) -> None:
-        super().remove(words, destination)
+        if is_literal(words):
+            self._literal.remove(".".join(words), destination)
+            self._flat = None
+        else:
+            super().remove(words, destination)
         self._changed()
 
     # hot: `xroute bench engines --paths` auto match (a hit is one dict lookup; a miss pays
@@ -122,6 +134,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             found = state.destinations
             if found is None:
                 found = self._finish(state)
+        found = self._literal.combine(key, found)
         if self._memo_cells > AUTO_MEMO_MAX_CELLS or len(memo) >= AUTO_MEMO_MAX_KEYS:
             memo = self._sweep_memo()
         memo[key] = found
@@ -145,7 +158,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             return found
         if self._bypass:
             self._matches = matches - 1  # counted there: the clock passes every number
-            return DfaEngine.match(self, key)
+            return self._literal.combine(key, DfaEngine.match(self, key))
         state = self._start or self._make_start()
         if key:
             dead = self._dead
@@ -154,12 +167,12 @@ class AutoEngine(BatchKernel, DfaEngine):
                 if following is None:
                     following = self._advance(state, word)
                 if following is dead:
-                    return dead.destinations
+                    return self._literal.combine(key, EMPTY)
                 state = following
         found = state.destinations
         if found is None:
             found = self._finish(state)
-        return found
+        return self._literal.combine(key, found)
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
         # Key by key through `match` (memo, then the inlined DFA walk): the frozensets come
@@ -190,6 +203,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             "auto_memo_clears": self._memo_clears,
             "auto_memo_pauses": self._memo_skips,
             "auto_memo_paused": bool(self._memo_resume_at),
+            **self._literal.stats(),
         }
 
     def _warm_dfa(self, keys: Any) -> None:
