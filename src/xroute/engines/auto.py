@@ -27,6 +27,7 @@ per remembered key on every change (what made `bitmap` block on binding churn).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -46,6 +47,9 @@ AUTO_BATCH_MIN = 256
 AUTO_FLATTEN_AFTER = 4096
 # Keys of the batch that flattens the trie also walked through the DFA: see `_warm_dfa`.
 AUTO_WARM_KEYS = 2048
+# ... for at most this share of the time the flattening took: on keys that build a state each
+# (a device per key), 2,048 walks made the first batch 1.9 times slower than `compiled`'s.
+AUTO_WARM_SHARE = 0.15
 # The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
 # summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
 # the memo alone keeps them alive, so their size is bounded: 2.5M cells is about 75 MB of
@@ -186,7 +190,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         if len(keys) >= AUTO_BATCH_MIN and self._kernel_worth(len(keys)):
             self._kernel_batches += 1
             if self._flat is None:
-                self._warm_dfa(keys)
+                began = time.perf_counter()
+                self.flat()
+                self._warm_dfa(keys, AUTO_WARM_SHARE * (time.perf_counter() - began))
             return super().match_many_ids(keys)
         self._dfa_batches += 1
         return None
@@ -206,14 +212,17 @@ class AutoEngine(BatchKernel, DfaEngine):
             **self._literal.stats(),
         }
 
-    def _warm_dfa(self, keys: Any) -> None:
-        """This batch flattens the trie for the kernel (about 5 µs a node); walking its first
-        `AUTO_WARM_KEYS` keys through the DFA too costs a few percent of that, and leaves the
+    def _warm_dfa(self, keys: Any, budget: float) -> None:
+        """This batch flattened the trie for the kernel (about 5 µs a node); walking its first
+        `AUTO_WARM_KEYS` keys through the DFA too, for at most ``budget`` seconds, leaves the
         single-key path as warm as the batch path after a change (keys or an Arrow array).
         It stops at half the DFA's cell bound: warming must never make the DFA reset."""
         first = keys[:AUTO_WARM_KEYS]
-        for key in first if isinstance(first, list) else first.to_pylist():
-            if self._cells > self.max_cells // 2:
+        deadline = time.perf_counter() + budget
+        for i, key in enumerate(first if isinstance(first, list) else first.to_pylist()):
+            if self._cells > self.max_cells // 2 or (
+                not i & 31 and time.perf_counter() > deadline
+            ):
                 break
             DfaEngine.match(self, key)
 
