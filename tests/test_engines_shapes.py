@@ -1,0 +1,173 @@
+"""Every engine equals `reference` on small copies of the shapes other brokers benchmark
+(`xroute.bench.shapes`): literal bindings beside wildcards, long keys with ``#`` tails,
+thousands of destinations on one node, with keys that match and keys that do not, through
+binding changes, on every path (match, match_many, match_many_ids through the kernel,
+Topology.route, BatchRouter.route)."""
+
+from __future__ import annotations
+
+import random
+from unittest import mock
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xroute import TopicMatcher
+from xroute.batch import BatchRouter
+from xroute.bench import shapes
+from xroute.engines import auto
+from xroute.topology import Topology
+
+ENGINES = ("trie", "dfa", "bitmap", "compiled", "auto")
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+def small_shape(name: str, seed: int) -> shapes.Shape:
+    """A shape at a size the reference engine checks quickly."""
+    if name == "unicast":
+        return shapes.unicast(queues=40, keys=20, seed=seed)
+    if name == "broadcast":
+        return shapes.broadcast(queues=100, keys=5, seed=seed)  # over the kernel's GATHER_KEEP
+    if name == "nats":
+        subjects = shapes.nats_subjects(shapes.NATS_TOKENS[:3], depth=3)
+        bindings = [(s, f"s{i}") for i, s in enumerate(subjects)]
+        bindings += [(p.replace("continuum", "apcera"), f"w{i}")
+                     for i, p in enumerate(shapes.NATS_WILDCARDS)]
+        keys = subjects[:15] + [f"cloud.{s}" for s in subjects[:10]]
+        return shapes.Shape("nats", "", bindings, keys, keys)
+    if name == "emqx":
+        return shapes.emqx(subscribers=3, filters=8, keys=20, seed=seed)
+    if name == "fanout":
+        return shapes.fanout(queues=120, seed=seed)
+    if name == "literal":
+        return shapes.literal(count=60, keys=20, seed=seed)
+    return shapes.seed_mix(60, keys=20, seed=seed, queues=7)
+
+
+def probe_keys(shape: shapes.Shape, rng: random.Random) -> list[str]:
+    """Keys of the shape, and near misses: a word more, a word less, a word changed."""
+    found = list(shape.first_keys[:20])
+    for key in shape.first_keys[:10]:
+        words = key.split(".")
+        found.append(key + ".x")
+        found.append(".".join(words[:-1]))
+        words[rng.randrange(len(words))] = rng.choice(["zz", "", "cmd", "1"])
+        found.append(".".join(words))
+    return found + ["", "broadcast", "device", "events.all.more"]
+
+
+def assert_engine_equals_reference(engine: str, bindings, keys) -> None:
+    expected = TopicMatcher(engine="reference")
+    actual = TopicMatcher(engine=engine)
+    for pattern, destination in bindings:
+        expected.add(pattern, destination)
+        actual.add(pattern, destination)
+    truth = expected.match_many(keys)
+    assert [actual.match(key) for key in keys] == truth, engine
+    assert actual.match_many(keys) == truth, engine
+    # Through the kernel (auto takes it from the first batch here), on a list and on Arrow.
+    with mock.patch.object(auto, "AUTO_BATCH_MIN", 1), mock.patch.object(
+        auto, "AUTO_FLATTEN_AFTER", 1
+    ):
+        for batch in (keys, pa.array(keys, pa.string())):
+            offsets, ids = actual.match_many_ids(batch)
+            names = actual.destinations()
+            decoded = [frozenset(names[j] for j in ids[a:b])
+                       for a, b in zip(offsets.tolist(), offsets[1:].tolist())]
+            assert decoded == truth, engine
+
+
+shape_names = st.sampled_from(
+    ["unicast", "broadcast", "nats", "emqx", "fanout", "literal", "seed"]
+)
+
+
+@SETTINGS
+@given(name=shape_names, seed=st.integers(0, 1_000), engine=st.sampled_from(ENGINES))
+def test_every_engine_equals_reference_on_every_shape(name, seed, engine):
+    shape = small_shape(name, seed)
+    keys = probe_keys(shape, random.Random(seed))
+    assert_engine_equals_reference(engine, shape.bindings, keys)
+
+
+@SETTINGS
+@given(name=shape_names, seed=st.integers(0, 1_000), engine=st.sampled_from(ENGINES),
+       removed=st.lists(st.integers(0, 10_000), max_size=30))
+def test_engines_stay_equal_through_removes_and_re_adds(name, seed, engine, removed):
+    """Bindings removed (literal ones from the exact-key index, wildcard ones from the trie)
+    between routes, some added back, with the caches and kernel tables warm."""
+    shape = small_shape(name, seed)
+    keys = probe_keys(shape, random.Random(seed))
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine=engine)
+    live = list(dict.fromkeys(shape.bindings))
+    for pattern, destination in live:
+        expected.add(pattern, destination)
+        actual.add(pattern, destination)
+    with mock.patch.object(auto, "AUTO_BATCH_MIN", 1), mock.patch.object(
+        auto, "AUTO_FLATTEN_AFTER", 1
+    ):
+        actual.match_many_ids(keys)  # the flat trie and its DFA built
+        for step, pick in enumerate(removed):
+            if not live:
+                break
+            pattern, destination = live.pop(pick % len(live))
+            expected.remove(pattern, destination)
+            actual.remove(pattern, destination)
+            if step % 3 == 0:  # some come back
+                expected.add(pattern, destination + "b")
+                actual.add(pattern, destination + "b")
+                live.append((pattern, destination + "b"))
+            key = keys[pick % len(keys)]
+            assert actual.match(key) == expected.match(key), (engine, key)
+        truth = expected.match_many(keys)
+        assert actual.match_many(keys) == truth
+        offsets, ids = actual.match_many_ids(pa.array(keys, pa.string()))
+        names = actual.destinations()
+        assert [frozenset(names[j] for j in ids[a:b])
+                for a, b in zip(offsets.tolist(), offsets[1:].tolist())] == truth
+
+
+@settings(max_examples=15, deadline=None)
+@given(name=shape_names, seed=st.integers(0, 1_000), engine=st.sampled_from(ENGINES))
+def test_topology_routes_equal_reference_on_every_shape(name, seed, engine):
+    """`Topology.route` (route cache, matched sets leading to queues) and `BatchRouter`."""
+    shape = small_shape(name, seed)
+    keys = probe_keys(shape, random.Random(seed))
+    topologies = []
+    for spec in ("reference", engine):
+        topology = Topology(engine=spec)
+        topology.declare_exchange("x", "topic")
+        for queue in shape.queues:
+            topology.declare_queue(queue)
+        for pattern, queue in shape.bindings:
+            topology.bind("x", queue, pattern)
+        topologies.append(topology)
+    expected, actual = topologies
+    truth = [expected.route("x", key) for key in keys]
+    assert [actual.route("x", key) for key in keys] == truth
+    assert [actual.route("x", key) for key in keys] == truth  # cached
+    routed = BatchRouter(actual).route("x", keys)
+    assert [routed.queues(i) for i in range(len(keys))] == truth
+    # An unbind drops the matched sets and the cached routes it changes.
+    pattern, queue = shape.bindings[seed % len(shape.bindings)]
+    expected.unbind("x", queue, pattern)
+    actual.unbind("x", queue, pattern)
+    assert [actual.route("x", key) for key in keys] == [expected.route("x", key) for key in keys]
+
+
+def test_no_engine_is_exponential_on_long_hash_tailed_keys():
+    """40-word keys through EMQX-like filters with '#' tails and 30 '#'s, every engine:
+    answers equal reference (the kernel's early stop on an absorbing '#' set included)."""
+    bindings = [(f"device.{s}.*.{n}.#", f"sub{s}") for s in range(3) for n in range(5)]
+    bindings.append((".".join(["#"] * 30), "all"))
+    bindings.append(("device.#.#.x.#", "x"))
+    # '#' nodes that are not absorbing: a literal or a '*' after them.
+    bindings += [("a.#.x", "ax"), ("b.#.*", "bs"), ("c.#.y.#", "cy")]
+    keys = [".".join(["device", str(s), "foo", str(n)] + ["w"] * 36)
+            for s in range(3) for n in range(6)] + ["device.1.a.2." + "x." * 30 + "x"]
+    keys += ["a.b.c.x", "a.b.c.d.x.y", "a.b.x", "a.x", "b.c", "b", "c.d.e.f.y", "c.y.z.z"]
+    for engine in ENGINES:
+        assert_engine_equals_reference(engine, bindings, keys)
+        # Without the 30 '#'s (in every live set) the kernel's sets stay small: plain walks.
+        assert_engine_equals_reference(engine, bindings[:15] + bindings[16:], keys)
