@@ -21,6 +21,7 @@ from xroute.keys import HASH, STAR
 # A literal key whose set changed: its frozenset is rebuilt on its next route, so that
 # binding 10k queues to one key costs one frozenset, not 10k growing ones.
 _STALE: Any = object()
+_FREEZE_NOW = 8
 # Unions kept, at most (each is a frozenset as large as its two parts): then forgotten whole.
 MAX_UNIONS = 16_384
 
@@ -46,7 +47,9 @@ class LiteralIndex:
         if held is None:
             held = self._sets[key] = set()
         held.add(destination)
-        self._frozen[key] = _STALE
+        # A key's first route should cost a lookup: a small set is frozen now, a large one
+        # (10k queues bound to one key) once, on its next route.
+        self._frozen[key] = frozenset(held) if len(held) <= _FREEZE_NOW else _STALE
         self._unions.clear()
 
     def remove(self, key: str, destination: Hashable) -> None:
@@ -54,7 +57,7 @@ class LiteralIndex:
         held = self._sets[key]
         held.discard(destination)
         if held:
-            self._frozen[key] = _STALE
+            self._frozen[key] = frozenset(held) if len(held) <= _FREEZE_NOW else _STALE
         else:
             del self._sets[key], self._frozen[key]
         self._unions.clear()
