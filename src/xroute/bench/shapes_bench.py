@@ -114,15 +114,18 @@ def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) 
     result["match_repeat_us"] = 1e6 * _time(lambda: [matcher.match(k) for k in repeat]) / len(
         repeat)
     # Batches: a fresh matcher's first batch (flattening inside it), then new keys, repeated.
-    arrow_first = pa.array(first, pa.string())
+    # (A shape of one distinct key, the large fan-out, batches its repeated stream.)
+    arrow_first = pa.array(first if len(first) >= 100 else repeat, pa.string())
     fresh = _matcher(spec, shape.bindings)
-    result["ids_first_batch_per_s"] = len(first) / _time(lambda: fresh.match_many_ids(arrow_first))
+    result["ids_first_batch_per_s"] = len(arrow_first) / _time(
+        lambda: fresh.match_many_ids(arrow_first))
     decoded = _decode(fresh, *fresh.match_many_ids(pa.array(check, pa.string())))
     check_same(f"{spec} match_many_ids", check, truth, decoded)
     other = _matcher(spec, shape.bindings)
     arrow_repeat = pa.array(repeat, pa.string())
     other.match_many_ids(arrow_repeat)  # an engine in use: its flat trie built
-    result["ids_new_keys_per_s"] = len(first) / _time(lambda: other.match_many_ids(arrow_first))
+    result["ids_new_keys_per_s"] = len(arrow_first) / _time(
+        lambda: other.match_many_ids(arrow_first))
     other.match_many_ids(arrow_repeat)
     result["ids_repeat_per_s"] = len(repeat) / _time(lambda: other.match_many_ids(arrow_repeat))
     engine = other._engine
@@ -223,3 +226,117 @@ def _meta(shapes: Sequence[str], engines: Sequence[str]) -> dict[str, Any]:
             "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "machine_note": "2 cores shared with other helpers' work: compare engines within "
                             "this run only; the load average is recorded per shape"}
+
+
+# -- targets and report ---------------------------------------------------------------------
+
+# Issue 20's goals for the default engine, per shape: (measure, goal, higher is better).
+TARGETS = (
+    ("route_first_per_s", 460_000, True),
+    ("route_repeat_per_s", 2_000_000, True),
+    ("match_first_us", 2.0, False),
+    ("match_repeat_us", 0.5, False),
+    ("ids_new_keys_per_s", 2_000_000, True),
+    ("batch_router_per_s", 2_000_000, True),
+)
+FANOUT_ROUTE_MS = 0.3  # a first route to 10k queues, instead of the rate
+
+
+def targets(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 20's goals for ``auto`` on one shape, with what was reached."""
+    auto = entry["engines"].get("auto")
+    if auto is None:
+        return []
+    found = []
+    for measure, goal, higher in TARGETS:
+        if entry["fanout"] and measure == "route_first_per_s":
+            value = auto["route_first_ms"]
+            found.append({"measure": "route_first_ms", "goal": FANOUT_ROUTE_MS, "value": value,
+                          "met": value <= FANOUT_ROUTE_MS})
+            continue
+        value = auto[measure]
+        found.append({"measure": measure, "goal": goal, "value": value,
+                      "met": value >= goal if higher else value <= goal})
+    flatten = auto.get("flatten_s")
+    if flatten is not None:
+        goal = 0.2 * entry["bindings"] / 20_000
+        found.append({"measure": "flatten_s", "goal": goal, "value": flatten,
+                      "met": flatten <= goal})
+    return found
+
+
+def _figure(value: float, measure: str) -> str:
+    if measure.endswith("_us"):
+        return f"{value:.2f} µs"
+    if measure.endswith("_ms"):
+        return f"{value:.2f} ms"
+    if measure.endswith("_s"):
+        return f"{value:.3f} s"
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The tables docs/engines.md and the README quote, from one run's results."""
+    meta = results["meta"]
+    lines = [
+        f"Measured with `{meta.get('command', 'xroute bench engines --shapes')}` on "
+        f"{meta['date']}: {meta['cpus']} cores ({meta['cpu_model']}) **shared with other "
+        f"helpers' work: load average {meta['load_before'][0]:.1f} before, "
+        f"{meta['load_after'][0]:.1f} after** (per shape below). Compare within this run.",
+        "",
+        "**`auto` (the default) per shape**: `Topology.route` routes/s the first time a key is "
+        "seen (after 20% of the keys warmed the engine) and repeated; `match` µs; "
+        "`match_many_ids` keys/s on keys new to a warm matcher; `BatchRouter.route` keys/s; "
+        "the anchor's published figure.",
+        "",
+        "| shape | bindings | load | route first | route repeated | match first | match "
+        "repeated | `match_many_ids` | `BatchRouter` | flatten | anchor |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for entry in results["shapes"]:
+        auto = entry["engines"].get("auto")
+        if auto is None:
+            continue
+        first = (f"{auto['route_first_ms']:.2f} ms" if entry["fanout"]
+                 else _figure(auto["route_first_per_s"], "rate"))
+        lines.append(
+            f"| {entry['shape']} | {entry['bindings']:,} | {entry['load'][0]:.1f} | {first} | "
+            f"{_figure(auto['route_repeat_per_s'], 'rate')} | "
+            f"{auto['match_first_us']:.2f} µs | {auto['match_repeat_us']:.2f} µs | "
+            f"{_figure(auto['ids_new_keys_per_s'], 'rate')} | "
+            f"{_figure(auto['batch_router_per_s'], 'rate')} | "
+            f"{auto.get('flatten_s', 0):.2f} s | {entry['anchor']} |")
+    lines += ["", "**Issue 20's targets for `auto`** (met / measured):", "",
+              "| shape | " + " | ".join(m for m, _, _ in TARGETS) + " | flatten_s |",
+              "| --- |" + " --- |" * (len(TARGETS) + 1)]
+    for entry in results["shapes"]:
+        cells = [f"{'met' if t['met'] else '**no**'} {_figure(t['value'], t['measure'])}"
+                 for t in targets(entry)]
+        if cells:
+            lines.append(f"| {entry['shape']} | " + " | ".join(cells) + " |")
+    lines += ["", "**Every engine, same run** (route first / repeated routes/s, match first "
+              "µs, `match_many_ids` new keys/s, first batch of a fresh matcher keys/s):", "",
+              "| shape | engine | route first | route repeated | match first | ids new keys "
+              "| ids first batch | build s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for entry in results["shapes"]:
+        for spec, e in entry["engines"].items():
+            first = (f"{e['route_first_ms']:.2f} ms" if entry["fanout"]
+                     else _figure(e["route_first_per_s"], "rate"))
+            lines.append(
+                f"| {entry['shape']} | {spec} | {first} | "
+                f"{_figure(e['route_repeat_per_s'], 'rate')} | {e['match_first_us']:.2f} | "
+                f"{_figure(e['ids_new_keys_per_s'], 'rate')} | "
+                f"{_figure(e['ids_first_batch_per_s'], 'rate')} | {e['build_s']:.2f} |")
+        for name, peer in entry["peers"].items():
+            lines.append(f"| {entry['shape']} | peer: {name} | | | {peer['match_us']:,.0f} | | "
+                         f"| ({peer['wrong_routes']}/{peer['checked_keys']} wrong) |")
+    over = [g for g in results["gaps"] if not g["met"]]
+    lines += ["", f"**`auto` against the best engine**: {len(results['gaps']) - len(over)} of "
+              f"{len(results['gaps'])} (shape, measure) cells within {GOAL}x."]
+    if over:
+        lines += ["", "| shape | measure | auto | best | ratio |", "| --- | --- | --- | --- | --- |"]
+        for g in over:
+            lines.append(f"| {g['shape']} | {g['measure']} | {_figure(g['auto'], g['measure'])}"
+                         f" | {g['best']} {_figure(g['best_value'], g['measure'])} | "
+                         f"{g['ratio']:.2f}x |")
+    return "\n".join(lines) + "\n"
