@@ -70,7 +70,7 @@ def broadcast(queues: int = 10_000, keys: int = 300, seed: int = 0) -> Shape:
     shape = unicast(queues, 1, seed)
     first = [f"broadcast.k{i}" for i in range(keys)]
     return Shape("broadcast", "RabbitMQ 4.3: 0.6 ms a 10k-queue route", shape.bindings, first,
-                 _stream(random.Random(seed), first[:20], keys), fanout=True)
+                 _stream(random.Random(seed), first[:20], 3_000), fanout=True)
 
 
 def nats_subjects(tokens: tuple[str, ...] = NATS_TOKENS, depth: int = 5) -> list[str]:
@@ -119,7 +119,7 @@ def fanout(queues: int = 10_000, seed: int = 0) -> Shape:
     """RabbitMQ 4.3's large fan-out: every queue bound to one key."""
     bindings = [("events.all", f"q{i}") for i in range(queues)]
     return Shape("fanout", "RabbitMQ 4.3: 0.6 ms a 10k-queue route", bindings, ["events.all"],
-                 ["events.all"] * 300, fanout=True,
+                 ["events.all"] * 3_000, fanout=True,
                  notes=["one distinct key: 'first time' is the first route after the build"])
 
 

@@ -44,6 +44,7 @@ PEER_KEYS = 20
 CHECKED_KEYS = 25
 EXCHANGE = "bench"
 WARM_SHARE = 0.2  # of the first-time keys, routed before the others are timed
+SLICES = 5
 GOAL = 1.25  # the default engine within this factor of the best, per measure
 # Measures where higher is better (rates) and lower is better (times), for the gaps.
 RATES = ("route_first_per_s", "route_repeat_per_s", "ids_first_batch_per_s",
@@ -97,7 +98,9 @@ def one_shape(shape: Shape, engines: Sequence[str], report: Report) -> dict[str,
 def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) -> dict[str, Any]:
     # An engine in use: single keys are timed after WARM_SHARE of the keys went through
     # first (DFA states that many keys share are built, as in a running broker); each timed
-    # key is still routed for the first time.
+    # key is still routed for the first time. Every rate is the best of SLICES slices (the
+    # first-time keys split, so each stays new): on the shared machine a slice that another
+    # process descheduled measures that process.
     warm = shape.first_keys[: int(WARM_SHARE * len(shape.first_keys))]
     first = shape.first_keys[len(warm):]
     repeat = shape.repeat_keys
@@ -107,15 +110,17 @@ def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) 
     result["build_s"] = time.perf_counter() - began
     for key in warm:
         matcher.match(key)
-    result["match_first_us"] = 1e6 * _time(lambda: [matcher.match(k) for k in first]) / len(first)
+    result["match_first_us"] = 1e6 / _best_rate(lambda ks: [matcher.match(k) for k in ks],
+                                                _slices(first))
     check_same(f"{spec} match", check, truth, [matcher.match(k) for k in check])
     for key in repeat:
         matcher.match(key)
-    result["match_repeat_us"] = 1e6 * _time(lambda: [matcher.match(k) for k in repeat]) / len(
-        repeat)
+    result["match_repeat_us"] = 1e6 / _best_rate(lambda ks: [matcher.match(k) for k in ks],
+                                                 [repeat] * SLICES)
     # Batches: a fresh matcher's first batch (flattening inside it), then new keys, repeated.
     # (A shape of one distinct key, the large fan-out, batches its repeated stream.)
-    arrow_first = pa.array(first if len(first) >= 100 else repeat, pa.string())
+    batch_keys = first if len(first) >= 100 else repeat
+    arrow_first = pa.array(batch_keys, pa.string())
     fresh = _matcher(spec, shape.bindings)
     result["ids_first_batch_per_s"] = len(arrow_first) / _time(
         lambda: fresh.match_many_ids(arrow_first))
@@ -123,11 +128,11 @@ def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) 
     check_same(f"{spec} match_many_ids", check, truth, decoded)
     other = _matcher(spec, shape.bindings)
     arrow_repeat = pa.array(repeat, pa.string())
-    other.match_many_ids(arrow_repeat)  # an engine in use: its flat trie built
-    result["ids_new_keys_per_s"] = len(arrow_first) / _time(
-        lambda: other.match_many_ids(arrow_first))
-    other.match_many_ids(arrow_repeat)
-    result["ids_repeat_per_s"] = len(repeat) / _time(lambda: other.match_many_ids(arrow_repeat))
+    for _ in range(2):  # an engine in use: its flat trie built (auto: after 4,096 batch keys)
+        other.match_many_ids(arrow_repeat)
+    result["ids_new_keys_per_s"] = _best_rate(
+        other.match_many_ids, [pa.array(ks, pa.string()) for ks in _slices(batch_keys)])
+    result["ids_repeat_per_s"] = _best_rate(other.match_many_ids, [arrow_repeat] * SLICES)
     engine = other._engine
     if hasattr(engine, "flat"):
         engine._flat = None
@@ -142,21 +147,36 @@ def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) 
     result["topology_build_s"] = time.perf_counter() - began
     for key in warm:
         topology.route(EXCHANGE, key)
-    seconds = _time(lambda: [topology.route(EXCHANGE, k) for k in first])
-    result["route_first_per_s"] = len(first) / seconds
-    result["route_first_ms"] = 1e3 * seconds / len(first)
+    if shape.fanout:  # one distinct key: its first route on the fresh topology, once
+        seconds = _time(lambda: topology.route(EXCHANGE, first[0]))
+        result["route_first_per_s"] = 1 / seconds
+    else:
+        result["route_first_per_s"] = _best_rate(
+            lambda ks: [topology.route(EXCHANGE, k) for k in ks], _slices(first))
+    result["route_first_ms"] = 1e3 / result["route_first_per_s"]
     # The bench's destinations are queue names: the matcher's truth is the route's.
     check_same(f"{spec} Topology.route", check, truth,
                [topology.route(EXCHANGE, k) for k in check])
     for key in repeat:
         topology.route(EXCHANGE, key)
-    result["route_repeat_per_s"] = len(repeat) / _time(
-        lambda: [topology.route(EXCHANGE, k) for k in repeat])
+    result["route_repeat_per_s"] = _best_rate(
+        lambda ks: [topology.route(EXCHANGE, k) for k in ks], [repeat] * SLICES)
     router = BatchRouter(topology)
-    router.route(EXCHANGE, arrow_repeat)
-    result["batch_router_per_s"] = len(repeat) / _time(lambda: router.route(EXCHANGE,
-                                                                            arrow_repeat))
+    for _ in range(2):
+        router.route(EXCHANGE, arrow_repeat)
+    result["batch_router_per_s"] = _best_rate(lambda ks: router.route(EXCHANGE, ks),
+                                              [arrow_repeat] * SLICES)
     return result
+
+
+def _slices(keys: list[str]) -> list[list[str]]:
+    size = max(1, len(keys) // SLICES)
+    return [keys[i:i + size] for i in range(0, size * SLICES, size) if keys[i:i + size]]
+
+
+def _best_rate(call: Callable[[Any], Any], batches: list[Any]) -> float:
+    """Keys per second of ``call``, the best over ``batches``."""
+    return max(len(batch) / _time(lambda: call(batch)) for batch in batches)
 
 
 def _matcher(spec: str, bindings: Sequence[tuple[str, str]]) -> TopicMatcher:
@@ -266,13 +286,13 @@ def targets(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _figure(value: float, measure: str) -> str:
+    if measure.endswith("_per_s") or measure == "rate":
+        return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k"
     if measure.endswith("_us"):
         return f"{value:.2f} µs"
     if measure.endswith("_ms"):
         return f"{value:.2f} ms"
-    if measure.endswith("_s"):
-        return f"{value:.3f} s"
-    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k"
+    return f"{value:.3f} s"
 
 
 def markdown(results: dict[str, Any]) -> str:
