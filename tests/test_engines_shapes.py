@@ -171,3 +171,35 @@ def test_no_engine_is_exponential_on_long_hash_tailed_keys():
         assert_engine_equals_reference(engine, bindings, keys)
         # Without the 30 '#'s (in every live set) the kernel's sets stay small: plain walks.
         assert_engine_equals_reference(engine, bindings[:15] + bindings[16:], keys)
+
+
+def test_shapes_follow_their_recipes():
+    """The generators give the sizes docs/benchmarks.md quotes from each anchor's recipe."""
+    assert len(shapes.nats_subjects()) == 37_448  # 8 + 64 + 512 + 4,096 + 32,768
+    nats = shapes.nats(keys=100)
+    assert len(nats.bindings) == 37_451 and len(set(nats.first_keys)) == 100
+    emqx = shapes.emqx(keys=100)
+    assert len(emqx.bindings) == 80_000 and len(emqx.queues) == 80
+    assert all(key.count(".") == 9 for key in emqx.first_keys)
+    unicast = shapes.unicast()
+    assert len(unicast.bindings) == 20_000 and len(unicast.queues) == 10_000
+    assert len(shapes.fanout().queues) == 10_000
+    literal = shapes.literal(keys=100)
+    assert len({pattern for pattern, _ in literal.bindings}) == 100_000
+    assert not any("*" in p or "#" in p for p, _ in literal.bindings)
+
+
+def test_the_shapes_harness_checks_and_measures_every_engine():
+    """`xroute bench engines --shapes` on a tiny shape: every measure, for every engine,
+    after the answers were checked against reference (a wrong engine raises CheckFailed)."""
+    from xroute.bench.shapes_bench import RATES, TIMES, gaps, markdown, one_shape, targets
+
+    entry = one_shape(small_shape("unicast", 1), ("dfa", "auto"), report=lambda line: None)
+    for spec in ("dfa", "auto"):
+        assert set(RATES + TIMES) <= set(entry["engines"][spec])
+        assert all(entry["engines"][spec][m] > 0 for m in RATES + TIMES)
+    assert {t["measure"] for t in targets(entry)} >= {"route_first_per_s", "match_first_us"}
+    results = {"meta": {"date": "d", "cpus": 2, "cpu_model": "m", "load_before": [1.0] * 3,
+                        "load_after": [1.0] * 3}, "shapes": [entry]}
+    results["gaps"] = gaps(results)
+    assert "| unicast |" in markdown(results)

@@ -31,6 +31,7 @@ import pyarrow as pa
 from xroute.batch import BatchRouter
 from xroute.bench.experiments.common import check_same, wrong_routes
 from xroute.bench.experiments.machine import load_average
+from xroute.bench.paths import build_matcher, decode_ids, time_call
 from xroute.bench.peers import build_peer
 from xroute.bench.shapes import SHAPES, Shape
 from xroute.engines import TopicMatcher
@@ -73,7 +74,7 @@ def one_shape(shape: Shape, engines: Sequence[str], report: Report) -> dict[str,
     """Every measure of every engine on one shape."""
     check = (shape.first_keys[:CHECKED_KEYS] + shape.repeat_keys[:5]
              + [shape.first_keys[0] + ".extra", "nothing.bound.here"])
-    truth = _matcher("reference", shape.bindings).match_many(check)
+    truth = build_matcher("reference", shape.bindings).match_many(check)
     entry: dict[str, Any] = {"shape": shape.name, "anchor": shape.anchor,
                              "bindings": len(shape.bindings), "queues": len(shape.queues),
                              "first_keys": len(shape.first_keys), "fanout": shape.fanout,
@@ -87,7 +88,7 @@ def one_shape(shape: Shape, engines: Sequence[str], report: Report) -> dict[str,
         for name in PEERS:
             peer, skipped = build_peer(name, shape.bindings)
             keys = shape.first_keys[:PEER_KEYS]
-            seconds = _time(lambda: [peer.match(key) for key in keys])
+            seconds = time_call(lambda: [peer.match(key) for key in keys])
             entry["peers"][name] = {
                 "match_us": 1e6 * seconds / len(keys),
                 "wrong_routes": wrong_routes(truth[:10], [peer.match(k) for k in check[:10]]),
@@ -106,7 +107,7 @@ def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) 
     repeat = shape.repeat_keys
     result: dict[str, Any] = {}
     began = time.perf_counter()
-    matcher = _matcher(spec, shape.bindings)
+    matcher = build_matcher(spec, shape.bindings)
     result["build_s"] = time.perf_counter() - began
     for key in warm:
         matcher.match(key)
@@ -121,12 +122,12 @@ def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) 
     # (A shape of one distinct key, the large fan-out, batches its repeated stream.)
     batch_keys = first if len(first) >= 100 else repeat
     arrow_first = pa.array(batch_keys, pa.string())
-    fresh = _matcher(spec, shape.bindings)
-    result["ids_first_batch_per_s"] = len(arrow_first) / _time(
+    fresh = build_matcher(spec, shape.bindings)
+    result["ids_first_batch_per_s"] = len(arrow_first) / time_call(
         lambda: fresh.match_many_ids(arrow_first))
-    decoded = _decode(fresh, *fresh.match_many_ids(pa.array(check, pa.string())))
+    decoded = decode_ids(fresh, *fresh.match_many_ids(pa.array(check, pa.string())))
     check_same(f"{spec} match_many_ids", check, truth, decoded)
-    other = _matcher(spec, shape.bindings)
+    other = build_matcher(spec, shape.bindings)
     arrow_repeat = pa.array(repeat, pa.string())
     for _ in range(2):  # an engine in use: its flat trie built (auto: after 4,096 batch keys)
         other.match_many_ids(arrow_repeat)
@@ -148,7 +149,7 @@ def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) 
     for key in warm:
         topology.route(EXCHANGE, key)
     if shape.fanout:  # one distinct key: its first route on the fresh topology, once
-        seconds = _time(lambda: topology.route(EXCHANGE, first[0]))
+        seconds = time_call(lambda: topology.route(EXCHANGE, first[0]))
         result["route_first_per_s"] = 1 / seconds
     else:
         result["route_first_per_s"] = _best_rate(
@@ -176,14 +177,7 @@ def _slices(keys: list[str]) -> list[list[str]]:
 
 def _best_rate(call: Callable[[Any], Any], batches: list[Any]) -> float:
     """Keys per second of ``call``, the best over ``batches``."""
-    return max(len(batch) / _time(lambda: call(batch)) for batch in batches)
-
-
-def _matcher(spec: str, bindings: Sequence[tuple[str, str]]) -> TopicMatcher:
-    matcher = TopicMatcher(engine=spec)
-    for pattern, destination in bindings:
-        matcher.add(pattern, destination)
-    return matcher
+    return max(len(batch) / time_call(lambda: call(batch)) for batch in batches)
 
 
 def _topology(spec: str, shape: Shape) -> Topology:
@@ -194,22 +188,6 @@ def _topology(spec: str, shape: Shape) -> Topology:
     for pattern, queue in shape.bindings:
         topology.bind(EXCHANGE, queue, pattern)
     return topology
-
-
-def _decode(matcher: TopicMatcher, offsets: Any, ids: Any) -> list[frozenset]:
-    names = matcher.destinations()
-    bounds, ids = offsets.tolist(), ids.tolist()
-    return [frozenset(names[j] for j in ids[a:b]) for a, b in zip(bounds, bounds[1:])]
-
-
-def _time(call: Callable[[], Any]) -> float:
-    gc.disable()
-    try:
-        began = time.perf_counter()
-        call()
-        return max(time.perf_counter() - began, 1e-9)
-    finally:
-        gc.enable()
 
 
 def gaps(results: dict[str, Any]) -> list[dict[str, Any]]:
