@@ -6,7 +6,8 @@ that repeats costs one dict lookup there (as `bitmap` and the route cache), agai
 lookup per word in the DFA. The rule, also in docs/engines.md:
 
 - ``match`` (one key, as `Topology.route` asks): the memo, else the lazy DFA
-  (`xroute.engines.dfa`), whose answer the memo keeps.
+  (`xroute.engines.dfa`) over the patterns with wildcards, united with the exact-key index of
+  the literal ones (`xroute.engines.literal`); the memo keeps the answer.
 - ``match_many`` (sets asked for): the memo and the DFA key by key, whatever the batch size,
   because the DFA hands out the frozenset its state keeps, shared by every key that ends
   there, while the kernel's flat answer needs one new frozenset per key: 30 times slower at
