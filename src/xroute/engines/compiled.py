@@ -135,7 +135,7 @@ class FlatTrie:
                 ids.append(number)
             starts[i + 1] = len(ids)
         self.destination_arrays = (starts, np.array(ids, dtype=np.int32))
-        self._dfa = self._empty_dfa(count)
+        self._dfa = self._empty_dfa(count, len(ids))
         self.meta = np.zeros(kernel.META_SIZE, dtype=np.int64)
         self.meta[kernel.START] = -1
         self._mark = np.zeros(count, dtype=np.int64)
@@ -143,7 +143,9 @@ class FlatTrie:
         self._kernel = kernel
 
     @staticmethod
-    def _empty_dfa(nodes: int) -> tuple:
+    def _empty_dfa(nodes: int, destination_ids: int) -> tuple:
+        # Destination cells: room for every node's list a few times over, so that a state
+        # of 10k queues (a large fan-out on a tiny trie) fits instead of resetting per key.
         states = min(COMPILED_MAX_STATES, _power_of_two(8 * nodes))
         transitions = min(COMPILED_MAX_TRANSITIONS, _power_of_two(32 * nodes))
         set_bits = int(2 * states - 1).bit_length()
@@ -153,7 +155,10 @@ class FlatTrie:
             np.empty(min(COMPILED_MAX_NODE_CELLS, 64 * nodes + 1024), dtype=np.int32),
             np.zeros(states, dtype=np.int64),  # where each state's destinations start
             np.zeros(states, dtype=np.int32),  # how many (-1: not gathered yet)
-            np.empty(min(COMPILED_MAX_DESTINATION_CELLS, 64 * nodes + 4096), dtype=np.int32),
+            np.empty(
+                min(COMPILED_MAX_DESTINATION_CELLS, 64 * nodes + 4 * destination_ids + 4096),
+                dtype=np.int32,
+            ),
             np.full(1 << set_bits, -1, dtype=np.int64),  # node-list hash -> state
             np.full(1 << set_bits, -1, dtype=np.int32),
             set_bits,
