@@ -50,7 +50,9 @@ AUTO_FLATTEN_AFTER = 4096
 AUTO_WARM_KEYS = 2048
 # ... for at most this share of the time the flattening took: on keys that build a state each
 # (a device per key), 2,048 walks made the first batch 1.9 times slower than `compiled`'s.
-AUTO_WARM_SHARE = 0.15
+# Less warming leaves single keys after a batch to build those states (at 10k seed-mix
+# bindings, 0.25 made unique keys 1.2-1.5 times slower through `match_many`).
+AUTO_WARM_SHARE = 0.5
 # The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
 # summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
 # the memo alone keeps them alive, so their size is bounded: 2.5M cells is about 75 MB of
