@@ -34,12 +34,14 @@ def is_literal(words: tuple[str, ...]) -> bool:
 class LiteralIndex:
     """Routing key -> destinations of the literal bindings, each answer a shared frozenset."""
 
-    __slots__ = ("_sets", "_frozen", "_unions")
+    __slots__ = ("_sets", "_frozen", "_unions", "keys")
 
     def __init__(self) -> None:
         self._sets: dict[str, set[Hashable]] = {}
         self._frozen: dict[str, Any] = {}  # key -> frozenset, or _STALE after a change
         self._unions: dict[tuple[frozenset, frozenset], frozenset] = {}
+        # The literal keys (``key in index.keys``), for callers that test before `combine`.
+        self.keys = self._frozen.keys()
 
     def add(self, key: str, destination: Hashable) -> None:
         """Bind ``destination`` to the literal ``key`` (not bound there yet)."""
