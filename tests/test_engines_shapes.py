@@ -203,3 +203,23 @@ def test_the_shapes_harness_checks_and_measures_every_engine():
                         "load_after": [1.0] * 3}, "shapes": [entry]}
     results["gaps"] = gaps(results)
     assert "| unicast |" in markdown(results)
+
+
+def test_a_literal_key_grows_past_and_shrinks_below_its_frozen_size():
+    """auto's exact-key index keeps a key's destinations as a frozenset up to 8 and as a set
+    beyond: every step up to 12 and back down to none, with a wildcard beside, equals
+    reference (single keys, and the kernel's flat trie)."""
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    for matcher in (expected, actual):
+        matcher.add("a.*", "w")
+    keys = ["a.b", "a.c", "a", "a.b.c"]
+    queues = [f"q{i}" for i in range(12)]
+    order = queues + queues[::-1]
+    for step, queue in enumerate(order):
+        change = "add" if step < len(queues) else "remove"
+        for matcher in (expected, actual):
+            getattr(matcher, change)("a.b", queue)
+        assert [actual.match(k) for k in keys] == [expected.match(k) for k in keys], step
+        if step % 5 == 0:
+            assert_engine_equals_reference("auto", list(expected.bindings()), keys)
+    assert actual.match("a.b") == frozenset({"w"})
