@@ -10,7 +10,13 @@ binding change, as the DFA drops its states.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from xroute.model import Binding
+
+_DESTINATION = attrgetter("destination")
+_KIND, _NAME = attrgetter("destination.kind"), attrgetter("destination.name")
+_QUEUES_ONLY = {"queue"}
 
 # About 8 bytes a binding reference, plus the sets: some tens of MB at the bound.
 MAX_CELLS = 2_000_000
@@ -35,17 +41,18 @@ class MatchedDestinations:
         self._by_set = {}
         self._cells = 0
 
+    # hot: the first route of a 10k-queue fan-out (`xroute bench engines --shapes`): the
+    # loops run in C (attrgetter), about 0.1 µs a binding against 0.3 in Python
     def _add(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
-        queues: set[str] = set()
-        exchanges: list[str] = []
-        for binding in matched:
-            kind, name = binding.destination
-            if kind == "queue":
-                queues.add(name)
-            else:
-                exchanges.append(name)
+        kinds = set(map(_KIND, matched))
+        if not kinds or kinds == _QUEUES_ONLY:
+            queues, exchanges = frozenset(map(_NAME, matched)), ()
+        else:
+            destinations = set(map(_DESTINATION, matched))
+            queues = frozenset(d.name for d in destinations if d.kind == "queue")
+            exchanges = tuple(d.name for d in destinations if d.kind != "queue")
         if self._cells + len(matched) > MAX_CELLS:
             self.clear()
-        found = self._by_set[matched] = (frozenset(queues), tuple(exchanges))
+        found = self._by_set[matched] = (queues, exchanges)
         self._cells += len(matched)
         return found

@@ -27,7 +27,7 @@ Bounded like NATS's sublist cache (`ROUTE_CACHE_MAX`, swept oldest first down to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 from xroute.engines.reference import pattern_matches
@@ -78,7 +78,7 @@ class TopologyRouteCache:
         return entry[0]
 
     def put(
-        self, exchange: str, routing_key: str, queues: frozenset[str], through: Iterable[str]
+        self, exchange: str, routing_key: str, queues: frozenset[str], through: Sequence[str]
     ) -> None:
         """Remember a route; ``through`` names every exchange it visited or looked up."""
         entries = self._entries
@@ -88,7 +88,7 @@ class TopologyRouteCache:
                 self._drop(old)
             self.evictions += drop
         key = (exchange, routing_key)
-        names = tuple(dict.fromkeys(through))
+        names = (through[0],) if len(through) == 1 else tuple(dict.fromkeys(through))
         entries[key] = (queues, names)
         for name in names:
             self._through.setdefault(name, {})[key] = None

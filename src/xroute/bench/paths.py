@@ -127,7 +127,7 @@ def _one_size(size: int, engines: Sequence[str], seed: int, report: Report) -> d
     unique = {path: fresh[i * count:(i + 1) * count] for i, path in enumerate(PATHS)}
     check = check + distinct[:checked]
     report(f"{size:,} bindings: reference answers on {len(check)} keys")
-    reference = _matcher("reference", bindings)
+    reference = build_matcher("reference", bindings)
     truth = reference.match_many(check)
     topology_truth = _topology("reference", patterns).route
     route_truth = [topology_truth(EXCHANGE, key) for key in check]
@@ -161,7 +161,7 @@ def _one_size(size: int, engines: Sequence[str], seed: int, report: Report) -> d
         peer, skipped = build_peer(name, bindings)
         keys = stream[: peer_keys(size)]
         answers = [peer.match(key) for key in some]
-        seconds = _time(lambda: [peer.match(key) for key in keys])
+        seconds = time_call(lambda: [peer.match(key) for key in keys])
         entry["peers"][name] = {"match keys/s": len(keys) / seconds, "keys": len(keys),
                                 "wrong_routes": wrong_routes(truth[: len(some)], answers),
                                 "checked_keys": len(some), "skipped_bindings": skipped}
@@ -170,7 +170,8 @@ def _one_size(size: int, engines: Sequence[str], seed: int, report: Report) -> d
     return entry
 
 
-def _matcher(spec: str, bindings: Sequence[tuple[str, str]]) -> TopicMatcher:
+def build_matcher(spec: str, bindings: Sequence[tuple[str, str]]) -> TopicMatcher:
+    """A `TopicMatcher` of engine ``spec`` (``NAME+cache``: route cache on) with ``bindings``."""
     name, _, cache = spec.partition("+")
     matcher = TopicMatcher(engine=name, cache=True if cache else None)
     for pattern, destination in bindings:
@@ -191,7 +192,8 @@ def _topology(spec: str, patterns: Sequence[str]) -> Topology:
     return topology
 
 
-def _decode(matcher: TopicMatcher, offsets: Any, ids: Any) -> list[frozenset]:
+def decode_ids(matcher: TopicMatcher, offsets: Any, ids: Any) -> list[frozenset]:
+    """`match_many_ids` output as one frozenset of destinations per key."""
     names = matcher.destinations()
     bounds, ids = offsets.tolist(), ids.tolist()
     return [frozenset(names[j] for j in ids[a:b]) for a, b in zip(bounds, bounds[1:])]
@@ -202,12 +204,12 @@ def _prepare(spec: str, bindings: Sequence[tuple[str, str]], patterns: Sequence[
              warmup: list[str], distinct: list[str]) -> dict[str, Any]:
     """Build one engine's matcher and topology, check them, warm them up; their calls."""
     began = time.perf_counter()
-    matcher = _matcher(spec, bindings)
+    matcher = build_matcher(spec, bindings)
     build = time.perf_counter() - began
     check_same(f"{spec} match", check, truth, [matcher.match(k) for k in check])
     check_same(f"{spec} match_many", check, truth, matcher.match_many(check))
     check_same(f"{spec} match_many_ids", check, truth,
-               _decode(matcher, *matcher.match_many_ids(pa.array(check, pa.string()))))
+               decode_ids(matcher, *matcher.match_many_ids(pa.array(check, pa.string()))))
     topology = _topology(spec, patterns)
     check_same(f"{spec} Topology.route", check, route_truth,
                [topology.route(EXCHANGE, k) for k in check])
@@ -244,11 +246,12 @@ def _rates(calls: dict[str, Callable[[Any], Any]], keys: list[str],
         if arrow:
             chunk = pa.array(chunk, pa.string())
         for spec, call in calls.items():
-            best[spec] = max(best[spec], len(chunk) / _time(lambda: call(chunk)))
+            best[spec] = max(best[spec], len(chunk) / time_call(lambda: call(chunk)))
     return best
 
 
-def _time(call: Callable[[], Any]) -> float:
+def time_call(call: Callable[[], Any]) -> float:
+    """Seconds ``call()`` took, the garbage collector off meanwhile."""
     gc.disable()
     try:
         began = time.perf_counter()
@@ -270,7 +273,7 @@ def _churn_workload(size: int, seed: int) -> tuple[list[tuple[str, str]], list[s
 def churn(spec: str, size: int, seed: int) -> dict[str, Any]:
     """Remove every binding in random order, then add them back, on a warm matcher."""
     bindings, keys = _churn_workload(size, seed)
-    matcher = _matcher(spec, bindings)
+    matcher = build_matcher(spec, bindings)
     matcher.match_many(keys)  # every cache warm: DFA states, memo, known keys, cache entries
     for key in keys:
         matcher.match(key)
@@ -278,11 +281,11 @@ def churn(spec: str, size: int, seed: int) -> dict[str, Any]:
     order = list(bindings)
     rng = random.Random(seed + 9)
     rng.shuffle(order)
-    remove = _time(lambda: [matcher.remove(p, d) for p, d in order])
+    remove = time_call(lambda: [matcher.remove(p, d) for p, d in order])
     rng.shuffle(order)
-    add = _time(lambda: [matcher.add(p, d) for p, d in order])
+    add = time_call(lambda: [matcher.add(p, d) for p, d in order])
     sample = keys[:10]
-    check_same(f"{spec} after churn", sample, _matcher("reference", bindings).match_many(sample),
+    check_same(f"{spec} after churn", sample, build_matcher("reference", bindings).match_many(sample),
                matcher.match_many(sample))
     return {"engine": spec, "bindings": len(bindings), "remove_all_s": remove, "add_all_s": add,
             "warmed_with_keys": 3 * len(keys)}
@@ -298,11 +301,11 @@ def churn_memory(spec: str, size: int, seed: int) -> dict[str, Any]:
     gc.collect()
     tracemalloc.start()
     try:
-        matcher = _matcher(spec, bindings)
+        matcher = build_matcher(spec, bindings)
         built = _traced()
         del matcher
         fresh = built - _traced()
-        matcher = _matcher(spec, bindings)
+        matcher = build_matcher(spec, bindings)
         matcher.match_many(keys)
         for key in keys:
             matcher.match(key)

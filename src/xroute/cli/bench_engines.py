@@ -42,13 +42,20 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
               help="Every public path (match, match_many, match_many_ids list and Arrow, "
                    "Topology.route, BatchRouter.route) on keys that repeat and keys that "
                    "never do, binding churn, auto against the best engine (issue 12).")
+@click.option("--shapes", "shape_list", is_flag=False, flag_value="all", default=None,
+              metavar="[NAME,...]",
+              help="The workloads other brokers benchmark (RabbitMQ 4.3, NATS, EMQX, fan-out, "
+                   "literal, seed mix; issue 20): every path per shape, a few minutes.")
 def engines(sizes: list[int] | None, out: Path, quick: bool, full: bool,
-            engine_list: str | None, paths: bool) -> None:
+            engine_list: str | None, paths: bool, shape_list: str | None) -> None:
     """Time every topic engine and the Python peers on the seed workload.
 
     Every answer is checked against the reference engine before it is timed; peers' wrong
     routes are counted. Writes OUT/results.json and OUT/*.png.
     """
+    if shape_list:
+        _shapes(shape_list, out, engine_list)
+        return
     if paths:
         _paths(sizes, out, engine_list)
         return
@@ -122,3 +129,43 @@ def _paths(sizes: list[int] | None, out: Path, engine_list: str | None) -> None:
         click.echo(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
                             for k, v in item.items()))
     click.echo(f"wrote {out / 'results.json'} and {len(plots)} plots")
+
+
+def _shapes(shape_list: str, out: Path, engine_list: str | None) -> None:
+    from xroute.bench.experiments.common import CheckFailed
+    from xroute.bench.shapes import SHAPES
+    from xroute.bench.shapes_bench import ENGINES, markdown, run, targets
+    from xroute.bench.shapes_plots import write_shape_plots
+
+    names = list(SHAPES) if shape_list == "all" else [n.strip() for n in shape_list.split(",")]
+    unknown = [name for name in names if name not in SHAPES]
+    if unknown:
+        raise click.BadParameter(f"unknown shape(s) {unknown}; known: {', '.join(SHAPES)}",
+                                 param_hint="--shapes")
+    specs = [n.strip() for n in engine_list.split(",") if n.strip()] if engine_list else list(
+        ENGINES)
+    began = time.perf_counter()
+
+    def report(line: str) -> None:
+        click.echo(f"[{time.perf_counter() - began:7.1f} s] {line}", err=True)
+
+    try:
+        results = run(names, specs, report)
+    except CheckFailed as error:
+        click.echo(f"xroute: a check failed before timing (a bug, not a result): {error}", err=True)
+        sys.exit(EXIT_CHECK_FAILED)
+    results["meta"]["seconds"] = round(time.perf_counter() - began, 1)
+    results["meta"]["command"] = "xroute bench engines --shapes " + " ".join(
+        ([shlex.quote(shape_list)] if shape_list != "all" else [])
+        + [f"--out {shlex.quote(str(out))}"]
+        + ([f"--engines {shlex.quote(engine_list)}"] if engine_list else []))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    plots = write_shape_plots(results, out)
+    (out / "REPORT.md").write_text(markdown(results))
+    for entry in results["shapes"]:
+        for target in targets(entry):
+            mark = "met" if target["met"] else "NOT met"
+            click.echo(f"{entry['shape']:<10} {target['measure']:<20} goal {target['goal']:>12,} "
+                       f"measured {target['value']:>14,.3f}  {mark}")
+    click.echo(f"wrote {out / 'results.json'}, REPORT.md and {len(plots)} plot(s)")

@@ -45,8 +45,19 @@ _DOT = 46  # b"."
 
 # Slots of the `meta` int64 array that carries the DFA's counters between calls.
 STATES, NODE_CELLS, DESTINATION_CELLS, TRANSITIONS, START, STAMP, RESET_PENDING = range(7)
-RESETS, BUILT, FALLBACKS, SEEN = 7, 8, 9, 10
-META_SIZE = 11
+RESETS, BUILT, FALLBACKS, SEEN, SMALL_WALKS = 7, 8, 9, 10, 11
+META_SIZE = 12
+
+# A missing transition between two sets of at most this many live nodes is not built: the
+# key goes on with the plain walk, which costs about what a transition probe costs on so few
+# nodes. Literal bindings (a device, a user each) and filters such as EMQX's
+# ``device.{s}.*.{n}.#`` have tiny live sets but one per key, so a DFA over them would build
+# a state per key (and fill up and reset on a stream of new keys) to save nothing.
+SMALL_SET = 4
+# A key that ends on such a small set keeps its destinations in a DFA state anyway when there
+# are more than this many (a broadcast to thousands of queues: one copy, not a gather).
+GATHER_KEEP = 64
+_PLAIN = -2  # from _build_transition: go on with the plain walk
 
 
 @njit(cache=True, inline="always")
@@ -145,14 +156,17 @@ def _chain(node, hash_child, mark, stamp, live, count):
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _step(live, count, word, into, trie, mark, stamp):
     """`trie.step`: the nodes after one more word into ``into``, each once; returns how many."""
-    edge_keys, edge_values, edge_bits, vocabulary_size, star_child, hash_child, is_hash = trie
+    edge_keys, edge_values, edge_bits, vocabulary_size, star_child, hash_child, is_hash = trie[:7]
+    has_literal = trie[7]
     found = 0
     for i in range(count):
         node = live[i]
-        if word >= 0:
+        # A node without literal children (a '#' tail) skips the probe of the edge table, a
+        # cache miss on a large trie for each word of a long key.
+        if word >= 0 and has_literal[node]:
             child = _lookup(
                 edge_keys, edge_values, np.int64(node) * vocabulary_size + word, edge_bits
             )
@@ -164,7 +178,7 @@ def _step(live, count, word, into, trie, mark, stamp):
     return found
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _gather(live, count, destinations, seen, stamp, out, found):
     """Append the destinations of the live nodes to ``out``, each once; ``out`` may grow."""
     destination_start, destination_ids = destinations
@@ -181,6 +195,28 @@ def _gather(live, count, destinations, seen, stamp, out, found):
                 out[found] = destination
                 found += 1
     return out, found
+
+
+@njit(cache=True, inline="always")
+def _absorbing(live, count, trie):
+    """True if every live node is a '#' node with no literal or '*' child: any further word
+    leaves the set as it is (the '#' tail of ``device.{s}.*.{n}.#``)."""
+    star_child, is_hash, has_literal = trie[4], trie[6], trie[7]
+    for i in range(count):
+        node = live[i]
+        if not is_hash[node] or has_literal[node] or star_child[node] >= 0:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _destination_count(live, count, destinations):
+    """How many destinations the live nodes hold, repeats counted."""
+    destination_start = destinations[0]
+    total = 0
+    for i in range(count):
+        total += destination_start[live[i] + 1] - destination_start[live[i]]
+    return total
 
 
 @njit(cache=True)
@@ -251,14 +287,17 @@ def _reset(dfa, meta):
 def _build_transition(state, word, slot, live, following, trie, dfa, meta, mark):
     """A transition seen for the first time: step the state's nodes, intern the result, and
     remember it at ``slot`` of the transition table. The new state, or -1 with the next live
-    nodes in ``following[:count]`` if the DFA is full."""
+    nodes in ``following[:count]`` if the DFA is full, or `_PLAIN` with them if both sets are
+    small (see `SMALL_SET`)."""
     state_start, state_nodes = dfa[0], dfa[1]
     transition_keys, transition_values, transition_bits = dfa[8], dfa[9], dfa[10]
     meta[STAMP] += 1
     begin = state_start[state]
-    count = state_start[state + 1] - begin
-    live[:count] = state_nodes[begin : begin + count]
-    count = _step(live, count, word, following, trie, mark, meta[STAMP])
+    size = state_start[state + 1] - begin
+    live[:size] = state_nodes[begin : begin + size]
+    count = _step(live, size, word, following, trie, mark, meta[STAMP])
+    if size <= SMALL_SET and count <= SMALL_SET and state != meta[START]:
+        return _PLAIN, count  # (the start state's transitions are few: the first words)
     following[:count] = np.sort(following[:count])
     target = _intern(following, count, dfa, meta)
     if target == _EMPTY:
@@ -350,9 +389,10 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
             if plain >= 0:
                 meta[STAMP] += 1
                 plain = _step(live, plain, word, following, trie, mark, meta[STAMP])
-                live[:plain] = following[:plain]
-                if plain == 0:
-                    break
+                for i in range(plain):
+                    live[i] = following[i]
+                if plain == 0 or _absorbing(live, plain, trie):
+                    break  # no word can change the live set any more
             else:
                 if state_start[state + 1] == state_start[state]:
                     break  # the dead state: nothing can match any more
@@ -368,21 +408,32 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
                 if target == _EMPTY:
                     target, count = _build_transition(state, word, slot, live, following, trie,
                                                       dfa, meta, mark)
-                if target == _EMPTY:  # no room: finish this key with the plain walk
-                    live[:count] = following[:count]
+                if target < 0:  # small sets, or no room: finish with the plain walk
+                    for i in range(count):
+                        live[i] = following[i]
                     plain = count
-                    meta[FALLBACKS] += 1
+                    if target == _EMPTY:
+                        meta[FALLBACKS] += 1
+                    else:
+                        meta[SMALL_WALKS] += 1
+                    if plain == 0:
+                        break
                 else:
                     state = target
         if plain >= 0:
-            meta[SEEN] += 1
-            before = side_used
-            side, side_used = _gather(live, plain, destinations, seen, meta[SEEN], side,
-                                      side_used)
-            final[k] = _EMPTY
-            side_start[k] = before
-            offsets[k + 1] = offsets[k] + side_used - before
-            continue
+            state = _EMPTY
+            if _destination_count(live, plain, destinations) > GATHER_KEEP:
+                following[:plain] = np.sort(live[:plain])
+                state = _intern(following, plain, dfa, meta)
+            if state == _EMPTY:
+                meta[SEEN] += 1
+                before = side_used
+                side, side_used = _gather(live, plain, destinations, seen, meta[SEEN], side,
+                                          side_used)
+                final[k] = _EMPTY
+                side_start[k] = before
+                offsets[k + 1] = offsets[k] + side_used - before
+                continue
         cached = state_destination_count[state]
         if cached == _EMPTY:
             # First key to end here: gather the destinations once and keep them in the state.

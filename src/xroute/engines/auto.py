@@ -6,7 +6,8 @@ that repeats costs one dict lookup there (as `bitmap` and the route cache), agai
 lookup per word in the DFA. The rule, also in docs/engines.md:
 
 - ``match`` (one key, as `Topology.route` asks): the memo, else the lazy DFA
-  (`xroute.engines.dfa`), whose answer the memo keeps.
+  (`xroute.engines.dfa`) over the patterns with wildcards, united with the exact-key index of
+  the literal ones (`xroute.engines.literal`); the memo keeps the answer.
 - ``match_many`` (sets asked for): the memo and the DFA key by key, whatever the batch size,
   because the DFA hands out the frozenset its state keeps, shared by every key that ends
   there, while the kernel's flat answer needs one new frozenset per key: 30 times slower at
@@ -27,14 +28,16 @@ per remembered key on every change (what made `bitmap` block on binding churn).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
-from xroute.engines.base import Words, register
+from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.compiled import BatchKernel
 from xroute.engines.dfa import DfaEngine
+from xroute.engines.literal import LiteralIndex, is_literal
 
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
 # kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
@@ -45,6 +48,11 @@ AUTO_BATCH_MIN = 256
 AUTO_FLATTEN_AFTER = 4096
 # Keys of the batch that flattens the trie also walked through the DFA: see `_warm_dfa`.
 AUTO_WARM_KEYS = 2048
+# ... for at most this share of the time the flattening took: on keys that build a state each
+# (a device per key), 2,048 walks made the first batch 1.9 times slower than `compiled`'s.
+# Less warming leaves single keys after a batch to build those states (at 10k seed-mix
+# bindings, 0.25 made unique keys 1.2-1.5 times slower through `match_many`).
+AUTO_WARM_SHARE = 0.5
 # The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
 # summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
 # the memo alone keeps them alive, so their size is bounded: 2.5M cells is about 75 MB of
@@ -85,13 +93,26 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._memo_skips = 0
         self._batch_keys_since_change = 0
         self._kernel_batches = self._dfa_batches = 0
+        # Bindings without wildcards: an exact-key index; the trie (and so the DFA) holds
+        # only the patterns with '*' or '#' (see xroute.engines.literal).
+        self._literal = LiteralIndex()
+        # Its keys, looked up inline: a method call per key cost 15% of a warm DFA walk.
+        self._literal_keys = self._literal.keys
 
     def add(self, words: Words, destination: Hashable) -> None:
-        super().add(words, destination)
+        if is_literal(words):
+            self._literal.add(".".join(words), destination)
+            self._flat = None
+        else:
+            super().add(words, destination)
         self._changed()
 
     def remove(self, words: Words, destination: Hashable) -> None:
-        super().remove(words, destination)
+        if is_literal(words):
+            self._literal.remove(".".join(words), destination)
+            self._flat = None
+        else:
+            super().remove(words, destination)
         self._changed()
 
     # hot: `xroute bench engines --paths` auto match (a hit is one dict lookup; a miss pays
@@ -122,6 +143,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             found = state.destinations
             if found is None:
                 found = self._finish(state)
+        if key in self._literal_keys:
+            found = self._literal.combine(key, found)
         if self._memo_cells > AUTO_MEMO_MAX_CELLS or len(memo) >= AUTO_MEMO_MAX_KEYS:
             memo = self._sweep_memo()
         memo[key] = found
@@ -145,7 +168,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             return found
         if self._bypass:
             self._matches = matches - 1  # counted there: the clock passes every number
-            return DfaEngine.match(self, key)
+            return self._literal.combine(key, DfaEngine.match(self, key))
         state = self._start or self._make_start()
         if key:
             dead = self._dead
@@ -154,12 +177,12 @@ class AutoEngine(BatchKernel, DfaEngine):
                 if following is None:
                     following = self._advance(state, word)
                 if following is dead:
-                    return dead.destinations
+                    return self._literal.combine(key, EMPTY)
                 state = following
         found = state.destinations
         if found is None:
             found = self._finish(state)
-        return found
+        return self._literal.combine(key, found) if key in self._literal_keys else found
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
         # Key by key through `match` (memo, then the inlined DFA walk): the frozensets come
@@ -173,7 +196,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         if len(keys) >= AUTO_BATCH_MIN and self._kernel_worth(len(keys)):
             self._kernel_batches += 1
             if self._flat is None:
-                self._warm_dfa(keys)
+                began = time.perf_counter()
+                self.flat()
+                self._warm_dfa(keys, AUTO_WARM_SHARE * (time.perf_counter() - began))
             return super().match_many_ids(keys)
         self._dfa_batches += 1
         return None
@@ -190,16 +215,20 @@ class AutoEngine(BatchKernel, DfaEngine):
             "auto_memo_clears": self._memo_clears,
             "auto_memo_pauses": self._memo_skips,
             "auto_memo_paused": bool(self._memo_resume_at),
+            **self._literal.stats(),
         }
 
-    def _warm_dfa(self, keys: Any) -> None:
-        """This batch flattens the trie for the kernel (about 5 µs a node); walking its first
-        `AUTO_WARM_KEYS` keys through the DFA too costs a few percent of that, and leaves the
+    def _warm_dfa(self, keys: Any, budget: float) -> None:
+        """This batch flattened the trie for the kernel (about 5 µs a node); walking its first
+        `AUTO_WARM_KEYS` keys through the DFA too, for at most ``budget`` seconds, leaves the
         single-key path as warm as the batch path after a change (keys or an Arrow array).
         It stops at half the DFA's cell bound: warming must never make the DFA reset."""
         first = keys[:AUTO_WARM_KEYS]
-        for key in first if isinstance(first, list) else first.to_pylist():
-            if self._cells > self.max_cells // 2:
+        deadline = time.perf_counter() + budget
+        for i, key in enumerate(first if isinstance(first, list) else first.to_pylist()):
+            if self._cells > self.max_cells // 2 or (
+                not i & 31 and time.perf_counter() > deadline
+            ):
                 break
             DfaEngine.match(self, key)
 

@@ -16,7 +16,7 @@ walking one key.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,11 @@ class FlatTrie:
     """A snapshot of a trie as arrays, plus the DFA that `xroute.engines._kernel` keeps over it."""
 
     def __init__(
-        self, root: Node, start: set[Node], numbering: Mapping[Hashable, int] | None = None
+        self,
+        root: Node,
+        start: set[Node],
+        numbering: Mapping[Hashable, int] | None = None,
+        literals: Iterable[tuple[str, Iterable[Hashable]]] = (),
     ) -> None:
         kernel = _kernel()
         order: list[Node] = [root]
@@ -62,17 +66,20 @@ class FlatTrie:
                 if child is not None and child not in index:
                     index[child] = len(order)
                     order.append(child)
-        self.nodes = count = len(order)
-        self.vocabulary: list[str] = sorted(
-            {word for node in order for word, _ in node.literal_edges()}
-        )
+        edges = [
+            (i, word, index[child])
+            for i, node in enumerate(order)
+            for word, child in node.literal_edges()
+        ]
+        # Literal bindings kept outside the trie (`auto`'s exact-key index) become paths of
+        # extra nodes here, numbered after the trie's: the kernel walks one trie.
+        extra = _LiteralPaths(order, index, edges, literals)
+        self.nodes = count = len(order) + extra.nodes
+        self.vocabulary: list[str] = sorted({word for _, word, _ in edges})
         word_id = {word: i for i, word in enumerate(self.vocabulary)}
-        parents, words, children = [], [], []
-        for i, node in enumerate(order):
-            for word, child in node.literal_edges():
-                parents.append(i)
-                words.append(word_id[word])
-                children.append(index[child])
+        parents = [parent for parent, _, _ in edges]
+        words = [word_id[word] for _, word, _ in edges]
+        children = [child for _, _, child in edges]
         vocabulary_size = max(len(self.vocabulary), 1)
         encoded = [word.encode("utf-8") for word in self.vocabulary]
         word_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
@@ -94,34 +101,41 @@ class FlatTrie:
             vocabulary_size,
             edge_bits,
         )
+        padding = [-1] * extra.nodes
+        has_literal = np.zeros(count, dtype=np.bool_)
+        has_literal[parents] = True
         self.trie = (
             edge_keys,
             edge_values,
             edge_bits,
             vocabulary_size,
-            np.array([index[n.star] if n.star else -1 for n in order], dtype=np.int32),
-            np.array([index[n.hash] if n.hash else -1 for n in order], dtype=np.int32),
-            np.array([n.is_hash for n in order], dtype=np.bool_),
+            np.array([index[n.star] if n.star else -1 for n in order] + padding, dtype=np.int32),
+            np.array([index[n.hash] if n.hash else -1 for n in order] + padding, dtype=np.int32),
+            np.array([n.is_hash for n in order] + [False] * extra.nodes, dtype=np.bool_),
+            has_literal,
         )
         self.start = np.array(sorted(index[n] for n in start), dtype=np.int32)
         # Destination ids are the matcher's (`numbering`) when given, so that a batch needs
         # no translation; else numbered here. `destinations[id]` is the destination of an id.
+        held = [node.destinations for node in order] + [()] * extra.nodes
+        for node, destinations in extra.destinations.items():
+            held[node] = (*held[node], *destinations)
         if numbering is None:
             numbering = {}
-            for node in order:
-                for destination in node.destinations:
+            for destinations in held:
+                for destination in destinations:
                     numbering.setdefault(destination, len(numbering))
         self.destinations: list[Hashable] = [None] * (max(numbering.values(), default=-1) + 1)
         starts = np.zeros(count + 1, dtype=np.int64)
         ids: list[int] = []
-        for i, node in enumerate(order):
-            for destination in node.destinations:
+        for i, destinations in enumerate(held):
+            for destination in destinations:
                 number = numbering[destination]
                 self.destinations[number] = destination
                 ids.append(number)
             starts[i + 1] = len(ids)
         self.destination_arrays = (starts, np.array(ids, dtype=np.int32))
-        self._dfa = self._empty_dfa(count)
+        self._dfa = self._empty_dfa(count, len(ids))
         self.meta = np.zeros(kernel.META_SIZE, dtype=np.int64)
         self.meta[kernel.START] = -1
         self._mark = np.zeros(count, dtype=np.int64)
@@ -129,7 +143,9 @@ class FlatTrie:
         self._kernel = kernel
 
     @staticmethod
-    def _empty_dfa(nodes: int) -> tuple:
+    def _empty_dfa(nodes: int, destination_ids: int) -> tuple:
+        # Destination cells: room for every node's list a few times over, so that a state
+        # of 10k queues (a large fan-out on a tiny trie) fits instead of resetting per key.
         states = min(COMPILED_MAX_STATES, _power_of_two(8 * nodes))
         transitions = min(COMPILED_MAX_TRANSITIONS, _power_of_two(32 * nodes))
         set_bits = int(2 * states - 1).bit_length()
@@ -139,7 +155,10 @@ class FlatTrie:
             np.empty(min(COMPILED_MAX_NODE_CELLS, 64 * nodes + 1024), dtype=np.int32),
             np.zeros(states, dtype=np.int64),  # where each state's destinations start
             np.zeros(states, dtype=np.int32),  # how many (-1: not gathered yet)
-            np.empty(min(COMPILED_MAX_DESTINATION_CELLS, 64 * nodes + 4096), dtype=np.int32),
+            np.empty(
+                min(COMPILED_MAX_DESTINATION_CELLS, 64 * nodes + 4 * destination_ids + 4096),
+                dtype=np.int32,
+            ),
             np.full(1 << set_bits, -1, dtype=np.int64),  # node-list hash -> state
             np.full(1 << set_bits, -1, dtype=np.int32),
             set_bits,
@@ -175,7 +194,41 @@ class FlatTrie:
             "kernel_states_built": int(meta[k.BUILT]),
             "kernel_resets": int(meta[k.RESETS]),
             "kernel_plain_walks": int(meta[k.FALLBACKS]),
+            "kernel_small_walks": int(meta[k.SMALL_WALKS]),
         }
+
+
+class _LiteralPaths:
+    """Literal keys laid onto a numbered trie: each key's words followed from the root along
+    the trie's literal edges, then along new nodes (``edges`` grows). ``destinations``: node
+    number -> the literal destinations that end there."""
+
+    def __init__(
+        self,
+        order: list[Node],
+        index: dict[Node, int],
+        edges: list[tuple[int, str, int]],
+        literals: Iterable[tuple[str, Iterable[Hashable]]],
+    ) -> None:
+        self.nodes = 0
+        self.destinations: dict[int, list[Hashable]] = {}
+        first_new = len(order)
+        added: dict[tuple[int, str], int] = {}
+        for key, destinations in literals:
+            node = 0
+            for word in key.split(".") if key else ():
+                if node < first_new:
+                    child = order[node].literal(word)
+                    if child is not None:
+                        node = index[child]
+                        continue
+                following = added.get((node, word))
+                if following is None:
+                    following = added[(node, word)] = first_new + self.nodes
+                    self.nodes += 1
+                    edges.append((node, word, following))
+                node = following
+            self.destinations.setdefault(node, []).extend(destinations)
 
 
 def _utf8_buffers(keys: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -216,7 +269,13 @@ class BatchKernel:
     def flat(self) -> FlatTrie:
         """The flattened trie, rebuilt if a binding changed since the last batch."""
         if self._flat is None:
-            self._flat = FlatTrie(self._root, self.start(), self._numbering)  # type: ignore[attr-defined]
+            literal = getattr(self, "_literal", None)  # auto's exact-key index, if any
+            self._flat = FlatTrie(
+                self._root,  # type: ignore[attr-defined]
+                self.start(),  # type: ignore[attr-defined]
+                self._numbering,
+                literal.items() if literal is not None else (),
+            )
             self._flattened += 1
         return self._flat
 

@@ -171,6 +171,11 @@ class DfaEngine(TrieEngine):
         if len(self._states) >= self.max_states or self._cells + len(key) > self.max_cells:
             self._reset()
         state = State(key)
+        if key and all(node.is_hash and not node.children and node.star is None for node in key):
+            # Only '#' tails: every word leads back here. No transition is built per word (a
+            # long key after ``device.{s}.*.{n}.#`` built one per word and per key).
+            state.next = _SelfLoop(state)
+            state.other = state
         self._states[key] = state
         self._cells += len(key) + 1
         self._built += 1
@@ -241,6 +246,20 @@ class DfaEngine(TrieEngine):
             self._start = None
         if self._dead in doomed:
             self._dead = None
+
+
+class _SelfLoop(dict):
+    """The transitions of a state made only of '#' nodes that lead nowhere else: every word
+    comes back to the state (the hot loops call ``get``, which answers without an entry)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: State) -> None:
+        super().__init__()
+        self.state = state
+
+    def get(self, word: str, default: Any = None) -> State:  # type: ignore[override]
+        return self.state
 
 
 def _cells_of(state: State) -> int:
