@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from xroute.amqp.view import BrokerView
 from xroute.amqp.vhost import Record, VirtualHost
 from xroute.errors import XRouteError
 from xroute.topology import Topology
@@ -63,6 +64,11 @@ class Broker:
         self._stopped: asyncio.Event | None = None
 
     # ------------------------------------------------------------------ address
+
+    @property
+    def view(self) -> BrokerView:
+        """The test side: queues, messages, unacked, bindings, returned, dead-lettered."""
+        return BrokerView(self)
 
     @property
     def url(self) -> str:
