@@ -53,5 +53,6 @@ from xroute.cli import (  # noqa: F401
     lint,
     pipeline,
     route,
+    serve,
     stream,
 )
