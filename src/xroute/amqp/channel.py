@@ -242,11 +242,11 @@ class Channel:
 
     def _exchange_declare(self, m: c.Exchange.Declare) -> Any:
         topology = self.vhost.topology
+        if m.exchange == DEFAULT_EXCHANGE:
+            raise AMQPError(ACCESS_REFUSED, "operation not permitted on the default exchange")
         if m.passive:
             self.vhost.exchange_type(m.exchange)
             return c.Exchange.DeclareOk()
-        if m.exchange == DEFAULT_EXCHANGE:
-            raise AMQPError(ACCESS_REFUSED, "operation not permitted on the default exchange")
         if m.exchange.startswith("amq.") and m.exchange not in topology.exchanges:
             raise AMQPError(
                 ACCESS_REFUSED, f"exchange name '{m.exchange}' contains reserved prefix 'amq.*'"

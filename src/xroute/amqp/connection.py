@@ -94,6 +94,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.cleanup()
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+        self.broker.connections.discard(self)
 
     def cleanup(self) -> None:
         """Close every channel (requeueing their deliveries) and drop exclusive queues."""
@@ -109,7 +112,6 @@ class Connection(asyncio.Protocol):
         for queue in list(self.vhost.queues.values()):
             if queue.owner is self:
                 self.vhost.delete_queue(queue)
-        self.broker.connections.discard(self)
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -173,6 +175,8 @@ class Connection(asyncio.Protocol):
         del buffer[:offset]
 
     def _frame(self, kind: int, number: int, payload: bytes) -> None:
+        if self.state == "gone":
+            return
         if self.state == "closing":
             # After connection.close, only close-ok (or close) counts.
             if kind == FRAME_METHOD and number == 0:
@@ -206,9 +210,11 @@ class Connection(asyncio.Protocol):
             if channel is None:
                 if not isinstance(method, c.Channel.Open):
                     raise AMQPError(CHANNEL_ERROR, f"expected 'channel.open' on channel {number}")
-                if number > self.channel_max and self.channel_max:
+                if self.channel_max and len(self.channels) >= self.channel_max:
                     raise AMQPError(
-                        NOT_ALLOWED, f"channel number {number} exceeds channel_max {self.channel_max}"
+                        NOT_ALLOWED,
+                        f"number of channels opened ({len(self.channels)}) has reached the "
+                        f"negotiated channel_max ({self.channel_max})",
                     )
                 self.channels[number] = Channel(self, number)
                 self.write(method_frame(number, c.Channel.OpenOk()))
@@ -325,9 +331,15 @@ class Connection(asyncio.Protocol):
             self.state = "open"
             self.write(method_frame(0, c.Connection.OpenOk()))
         elif isinstance(method, c.Connection.Close):
+            # As RabbitMQ: answer close-ok and let the client close the socket (or give up
+            # waiting for it after CLOSE_OK_TIMEOUT).
             self.write(method_frame(0, c.Connection.CloseOk()))
-            self.transport.close()
             self.cleanup()
+            self._close_timer = asyncio.get_running_loop().call_later(
+                CLOSE_OK_TIMEOUT, self.transport.close
+            )
+        elif isinstance(method, c.Connection.UpdateSecret) and state == "open":
+            self.write(method_frame(0, c.Connection.UpdateSecretOk()))
         elif isinstance(method, c.Connection.CloseOk):
             self.transport.close()
             self.cleanup()

@@ -203,9 +203,9 @@ class VirtualHost:
         durable = durable and not exclusive
         existing = self.queues.get(name)
         if existing is not None:
-            if existing.owner is not None and existing.owner is not connection:
-                raise locked(name, self.name)
-            if exclusive and existing.owner is None:
+            # RabbitMQ's strict check: the owner must be this connection for an exclusive
+            # redeclare and none otherwise (the exclusive flag must match).
+            if existing.owner is not (connection if exclusive else None):
                 raise locked(name, self.name)
             self._check_equivalent(existing, durable, auto_delete, arguments)
             existing.touch()
