@@ -22,6 +22,7 @@ def double(x: int) -> int:
 
 
 def test_a_chain_runs_on_a_worker():
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
+    with start_worker(app, pool="threads", perform_ping_check=False, loglevel="WARNING",
+                      shutdown_timeout=60):
         result = chain(add.s(2, 3), double.s(), add.s(1))()
         assert result.get(timeout=30) == 11

@@ -250,9 +250,11 @@ class Connection(asyncio.Protocol):
         try:
             action()
         except AMQPError as error:
-            if error.hard:
-                raise
+            # The method that failed (basic.publish for content) is named in the close.
             class_id, method_id = divmod(method.index, 1 << 16) if method is not None else (60, 40)
+            if error.hard:
+                error.class_id, error.method_id = class_id, method_id
+                raise
             channel.release()
             self.channels.pop(channel.number, None)
             self.closing_channels.add(channel.number)
@@ -396,8 +398,12 @@ class Connection(asyncio.Protocol):
         self.write(
             method_frame(
                 0,
-                c.Connection.Close(reply_code=error.code, reply_text=error.text[:255],
-                                   class_id=0, method_id=0),
+                c.Connection.Close(
+                    reply_code=error.code,
+                    reply_text=error.text[:255],
+                    class_id=error.class_id,
+                    method_id=error.method_id,
+                ),
             )
         )
         loop = asyncio.get_running_loop()

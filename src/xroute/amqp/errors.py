@@ -63,6 +63,8 @@ class AMQPError(XRouteError):
         self.code = code
         self.text = f"{name} - {text}"
         self.hard = code in HARD_ERRORS
+        self.class_id = 0  # the failing method, named in connection.close
+        self.method_id = 0
 
 
 def not_found(kind: str, name: str, vhost: str) -> AMQPError:

@@ -108,6 +108,12 @@ class VirtualHost:
             return None
         return self.loop.call_at(when, callback)
 
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        if self.loop is None:
+            callback()
+        else:
+            self.loop.call_soon(callback)
+
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run timers on ``loop`` (queues loaded from definitions start their clocks now)."""
         self.loop = loop
@@ -266,8 +272,10 @@ class VirtualHost:
         if self.queues.get(queue.name) is queue:
             del self.queues[queue.name]
             self.topology.delete_queue(queue.name)
+        # Consumers hear of it after the reply to the delete (as from RabbitMQ, where the
+        # queue process's exit reaches their channels later).
         for consumer in list(queue.consumers):
-            consumer.cancelled_by_broker()
+            self.call_soon(consumer.cancelled_by_broker)
         queue.consumers.clear()
         queue.purge()
         self._auto_delete_exchanges(sources)
