@@ -54,8 +54,7 @@ async def _nack_dead_letters_and_cancel_notify(url: str, name: str) -> None:
         # Deleting the queue cancels the consumer: the client hears of it.
         other = await connection.channel()
         await other.queue_delete(source)
-        await asyncio.sleep(0.2)
-        assert consume.consumer_tag not in channel.consumers
+        await _wait_for(lambda: consume.consumer_tag not in channel.consumers, None)
     finally:
         await connection.close()
 

@@ -3,6 +3,8 @@ scenario must give the same answers on both."""
 
 from __future__ import annotations
 
+import time
+
 import pika
 import pytest
 from pika.exceptions import (
@@ -413,10 +415,12 @@ def test_prefetch_limits_unacked_deliveries(ch):
     ch.basic_qos(prefetch_count=2)
     delivered = []
     ch.basic_consume(queue, lambda c, m, p, b: delivered.append(m.delivery_tag))
-    ch.connection.process_data_events(0.5)
+    _until(ch, lambda: len(delivered) >= 2)
+    ch.connection.process_data_events(0.2)  # a third would come now if prefetch leaked
     assert len(delivered) == 2
     ch.basic_ack(delivered[-1], multiple=True)
-    ch.connection.process_data_events(0.5)
+    _until(ch, lambda: len(delivered) >= 4)
+    ch.connection.process_data_events(0.2)
     assert len(delivered) == 4
 
 
@@ -455,7 +459,7 @@ def test_deleting_a_queue_cancels_its_consumers(conn):
     ch.basic_consume(queue, lambda *a: None)
     ch._impl.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
     conn.channel().queue_delete(queue)
-    conn.process_data_events(0.5)
+    _until(ch, lambda: cancelled)
     assert len(cancelled) == 1
 
 
@@ -522,6 +526,12 @@ def _get(ch, queue, auto_ack=True, tries=50):
             return method, properties, body
         ch.connection.sleep(0.02)
     raise AssertionError(f"no message in {queue}")
+
+
+def _until(ch, condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        ch.connection.process_data_events(0.05)
 
 
 def _drain(ch, queue):

@@ -194,7 +194,7 @@ def test_dead_letter_cycle_is_dropped_but_rejections_loop(ch, name):
     ).queue
     ch.queue_bind(queue, name + "loop")
     publish(ch, "", queue, b"cycle")
-    time.sleep(0.3)
+    time.sleep(0.6)
     assert get(ch, queue) is None  # expired into itself: a cycle, dropped
 
 
