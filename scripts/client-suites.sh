@@ -22,18 +22,18 @@ SUITES=("$@")
 
 # Exact versions: what the counts in README.md were measured with.
 PINS=(aiormq==7.2.4 aio-pika==10.2.1 kombu==5.7.0 amqp==5.4.2 celery==5.7.0)
-TOOLS=("pytest>=8.4,<10" "aiomisc-pytest>=2,<3" aiomisc yarl pytest-timeout)
+TOOLS=("pytest>=8.4,<10" "aiomisc-pytest>=2,<3" aiomisc yarl pytest-timeout shortuuid timeout-decorator)
 VENV="$WORK/venv"
 SRC="$WORK/src"
 RESULTS="$WORK/results"
 PLUGINS="$ROOT/scripts/client_suites"
 
 mkdir -p "$WORK" "$SRC" "$RESULTS"
-if [ ! -x "$VENV/bin/pytest" ] || [ ! -f "$VENV/.pins" ] || [ "$(cat "$VENV/.pins")" != "${PINS[*]}" ]; then
+if [ ! -x "$VENV/bin/pytest" ] || [ ! -f "$VENV/.pins" ] || [ "$(cat "$VENV/.pins")" != "${PINS[*]} ${TOOLS[*]}" ]; then
     echo "client-suites: a private venv in $VENV" >&2
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install -q "${PINS[@]}" "${TOOLS[@]}"
-    echo "${PINS[*]}" > "$VENV/.pins"
+    echo "${PINS[*]} ${TOOLS[*]}" > "$VENV/.pins"
 fi
 for pin in "${PINS[@]}"; do
     name="${pin%%==*}"

@@ -41,6 +41,7 @@ def main() -> None:
 # Each command lives in its own module and registers itself on `cli`.
 from xroute.cli import (  # noqa: F401
     bench,
+    bench_amqp,
     bench_engines,
     bench_kombu,
     bench_pipeline,
