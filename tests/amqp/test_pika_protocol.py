@@ -181,6 +181,7 @@ def test_server_named_queue(ch):
 
 def test_queue_declare_reports_messages_and_consumers(ch, name):
     queue = ch.queue_declare(name + "q", auto_delete=False).method.queue
+    ch.confirm_delivery()  # RabbitMQ enqueues asynchronously: count once confirmed
     try:
         ch.basic_publish("", queue, b"1")
         ch.basic_publish("", queue, b"2")
