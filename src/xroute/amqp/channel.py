@@ -19,6 +19,7 @@ from xroute.amqp.errors import (
     not_found,
 )
 from xroute.amqp.frames import (
+    ack_frame,
     content_frames,
     deliver_frame,
     encode_properties,
@@ -551,7 +552,7 @@ class Channel:
                                 message.body, message.headers, "NO_ROUTE"))
         if seq is not None:
             if accepted:
-                self.send(c.Basic.Ack(delivery_tag=seq))
+                self.connection.write(ack_frame(self.number, seq))
             else:
                 self.send(c.Basic.Nack(delivery_tag=seq))
 

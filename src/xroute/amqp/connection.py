@@ -32,7 +32,9 @@ from xroute.amqp.frames import (
     FRAME_METHOD,
     HEARTBEAT_FRAME,
     PROTOCOL_HEADER,
+    PUBLISH_INDEX,
     decode_method,
+    decode_publish,
     decode_table,
     method_frame,
 )
@@ -85,6 +87,9 @@ class Connection(asyncio.Protocol):
         self._received = False
         self._sent = False
         self._missed = 0
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._in_data = False
 
     # ------------------------------------------------------------------ transport
 
@@ -114,13 +119,35 @@ class Connection(asyncio.Protocol):
                 self.vhost.delete_queue(queue)
 
     def write(self, data: bytes) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
-            self._sent = True
+        """Queue ``data``; everything queued goes out in one write (see `flush`)."""
+        self._out.append(data)
+        self._want_flush()
 
     def write_many(self, parts: list[bytes]) -> None:
+        self._out += parts
+        self._want_flush()
+
+    def _want_flush(self) -> None:
+        # Within data_received the flush comes at its end; otherwise (a timer, another
+        # connection's publish) on the next turn of the loop: one syscall per batch.
+        if not self._flush_scheduled and not self._in_data:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def _close_transport(self) -> None:
+        self.flush()  # what was queued (a close, a protocol header) goes out first
+        if self.transport is not None:
+            self.transport.close()
+
+    def flush(self) -> None:
+        """Write what is queued, in one call."""
+        self._flush_scheduled = False
+        out = self._out
+        if not out:
+            return
+        self._out = []
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(parts)
+            self.transport.writelines(out)
             self._sent = True
 
     def capability(self, name: str) -> bool:
@@ -130,6 +157,14 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ frames in
 
     def data_received(self, data: bytes) -> None:
+        self._in_data = True
+        try:
+            self._data_received(data)
+        finally:
+            self._in_data = False
+            self.flush()
+
+    def _data_received(self, data: bytes) -> None:
         self._received = True
         buffer = self.buffer
         buffer += data
@@ -140,7 +175,7 @@ class Connection(asyncio.Protocol):
             del buffer[:8]
             if header != PROTOCOL_HEADER:
                 self.write(PROTOCOL_HEADER)
-                self.transport.close()
+                self._close_transport()
                 self.state = "gone"
                 return
             self._start()
@@ -184,7 +219,7 @@ class Connection(asyncio.Protocol):
                 if isinstance(method, (c.Connection.CloseOk, c.Connection.Close)):
                     if isinstance(method, c.Connection.Close):
                         self.write(method_frame(0, c.Connection.CloseOk()))
-                    self.transport.close()
+                    self._close_transport()
                     self.cleanup()
             return
         if kind == FRAME_HEARTBEAT:
@@ -240,6 +275,8 @@ class Connection(asyncio.Protocol):
 
     def _decode(self, payload: bytes) -> Any:
         try:
+            if payload[:4] == PUBLISH_INDEX:
+                return decode_publish(payload)
             return decode_method(payload)
         except KeyError:
             raise AMQPError(COMMAND_INVALID, "unknown method") from None
@@ -338,12 +375,12 @@ class Connection(asyncio.Protocol):
             self.write(method_frame(0, c.Connection.CloseOk()))
             self.cleanup()
             self._close_timer = asyncio.get_running_loop().call_later(
-                CLOSE_OK_TIMEOUT, self.transport.close
+                CLOSE_OK_TIMEOUT, self._close_transport
             )
         elif isinstance(method, c.Connection.UpdateSecret) and state == "open":
             self.write(method_frame(0, c.Connection.UpdateSecretOk()))
         elif isinstance(method, c.Connection.CloseOk):
-            self.transport.close()
+            self._close_transport()
             self.cleanup()
         elif isinstance(method, (c.Connection.Blocked, c.Connection.Unblocked)):
             return
@@ -381,7 +418,7 @@ class Connection(asyncio.Protocol):
             )
             error.hard = True  # during the handshake every error closes the connection
             if not self.capability("authentication_failure_close"):
-                self.transport.close()
+                self._close_transport()
                 self.cleanup()
                 raise _Closed()
             raise error
@@ -412,13 +449,11 @@ class Connection(asyncio.Protocol):
     def force_close(self) -> None:
         """The broker stops: tell the client (320 CONNECTION_FORCED)."""
         self.close_connection(AMQPError(CONNECTION_FORCED, "broker shutdown"))
-        if self.transport is not None:
-            self.transport.close()
+        self._close_transport()
         self.cleanup()
 
     def _abort(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+        self._close_transport()
         self.cleanup()
 
     # ------------------------------------------------------------------ heartbeats

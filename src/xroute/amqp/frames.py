@@ -158,3 +158,37 @@ def deliver_frame(
         + args
         + FRAME_END_BYTE
     )
+
+
+# Basic.Publish arrives once per message: decoded by hand into the same pamqp method.
+PUBLISH_INDEX = b"\x00\x3c\x00\x28"
+
+
+def decode_publish(payload: bytes) -> c_Publish:
+    """A basic.publish payload (index included) as pamqp's Basic.Publish, decoded by hand."""
+    offset = 6  # index, then the deprecated ticket
+    size = payload[offset]
+    exchange = payload[offset + 1 : offset + 1 + size].decode("utf-8")
+    offset += 1 + size
+    size = payload[offset]
+    routing_key = payload[offset + 1 : offset + 1 + size].decode("utf-8")
+    bits = payload[offset + 1 + size]
+    method = c_Publish.__new__(c_Publish)
+    method.ticket = 0
+    method.exchange = exchange
+    method.routing_key = routing_key
+    method.mandatory = bool(bits & 1)
+    method.immediate = bool(bits & 2)
+    return method
+
+
+_ack_frame = struct.Struct(">BHIHHQB")
+
+
+def ack_frame(channel: int, delivery_tag: int, multiple: bool = False) -> bytes:
+    """basic.ack (a publisher confirm), encoded by hand: one per confirmed message."""
+    return _ack_frame.pack(FRAME_METHOD, channel, 13, BASIC_CLASS, 80, delivery_tag,
+                           multiple) + FRAME_END_BYTE
+
+
+c_Publish = commands.Basic.Publish
