@@ -184,6 +184,8 @@ class BrokerQueue:
             PriorityMessages(self.max_priority) if self.max_priority else ReadyMessages()
         )
         self.ready_bytes = 0
+        # Whether any message here may expire: queues without TTL never look at the clock.
+        self.may_expire = self.message_ttl is not None
         self.consumers: deque[Consumer] = deque()
         self.unacked = 0
         self.had_consumer = False
@@ -203,7 +205,7 @@ class BrokerQueue:
             if self.overflow == "reject-publish-dlx":
                 self.vhost.dead_letter(self, message, "maxlen")
             return False
-        now = self.vhost.now()
+        now = self.vhost.now() if self.may_expire or message.expiration is not None else 0.0
         ttl = self.message_ttl
         if message.expiration is not None:
             ttl = message.expiration if ttl is None else min(ttl, message.expiration)
@@ -211,6 +213,8 @@ class BrokerQueue:
         if self.max_priority:
             priority = min(message.priority or 0, self.max_priority)
         self._seq += 1
+        if ttl is not None:
+            self.may_expire = True
         self.ready.append(
             QueuedMessage(message, self._seq, None if ttl is None else now + ttl / 1000, priority)
         )
@@ -303,6 +307,8 @@ class BrokerQueue:
     # ------------------------------------------------------------------ time
 
     def _expire_head(self) -> None:
+        if not self.may_expire:
+            return
         now = self.vhost.now()
         while self.ready:
             head = self.ready.peek()
@@ -315,6 +321,8 @@ class BrokerQueue:
 
         As in RabbitMQ's classic queues, only the head expires: a message with a short
         per-message TTL behind one with a long TTL waits its turn."""
+        if not self.may_expire:
+            return
         self._expire_head()
         if self._ttl_timer is not None:
             self._ttl_timer.cancel()
