@@ -7,7 +7,6 @@ import asyncio
 
 import aiormq
 import kombu
-import pytest
 from pamqp import commands as spec
 
 from xroute.amqp import Broker

@@ -26,11 +26,8 @@ from xroute.amqp.queues import ARGUMENT_RULES, BrokerQueue, check_queue_argument
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
-    InvalidArguments,
     InvalidHeaders,
-    InvalidPattern,
     InvalidRoutingKey,
-    PreconditionFailed,
     UnknownExchange,
     UnknownExchangeType,
     UnknownQueue,
@@ -75,11 +72,8 @@ def amqp_error(error: XRouteError, vhost: str) -> AMQPError:
         return AMQPError(PRECONDITION_FAILED, f"invalid exchange type '{error.exchange_type}'")
     if isinstance(error, BindingNotFound):
         return AMQPError(NOT_FOUND, str(error))
-    if isinstance(
-        error,
-        (PreconditionFailed, InvalidArguments, InvalidPattern, InvalidRoutingKey, InvalidHeaders),
-    ):
-        return AMQPError(PRECONDITION_FAILED, str(error))
+    # PreconditionFailed (an inequivalent redeclare), InvalidArguments (a bad x-match),
+    # InvalidPattern, InvalidRoutingKey, InvalidHeaders: RabbitMQ's 406.
     return AMQPError(PRECONDITION_FAILED, str(error))
 
 

@@ -26,8 +26,6 @@ from typing import Any
 from pamqp import commands as c
 
 from xroute.amqp.frames import (
-    FRAME_BODY,
-    FRAME_HEADER,
     FRAME_METHOD,
     PROTOCOL_HEADER,
     content_frames,
