@@ -149,6 +149,16 @@ def test_auto_delete_exchange_goes_with_its_last_binding(conn, name):
     assert closed_code(excinfo) == 404
 
 
+def test_unbinding_what_is_gone_succeeds(ch, name):
+    queue = ch.queue_declare("", exclusive=True).method.queue
+    ch.queue_unbind(queue, name + "no-exchange", "k")
+    ch.exchange_declare(name + "src", "direct", auto_delete=True)
+    ch.exchange_unbind(name + "no-destination", name + "src", "k")
+    ch.exchange_unbind(name + "src", name + "no-source", "k")
+    ch.queue_unbind(name + "no-queue", name + "src", "k")
+    assert ch.is_open
+
+
 def test_binding_a_missing_queue_is_404(ch, name):
     ch.exchange_declare(name + "x", "direct", auto_delete=True)
     with pytest.raises(ChannelClosedByBroker) as excinfo:

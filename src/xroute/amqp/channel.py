@@ -266,9 +266,15 @@ class Channel:
         self.vhost.delete_exchange(m.exchange, m.if_unused)
         return c.Exchange.DeleteOk()
 
-    def _check_bind(self, source: str, destination: str, kind: str) -> None:
+    def _check_bind(self, source: str, destination: str, kind: str, unbind: bool = False):
         if source == DEFAULT_EXCHANGE or (kind == "exchange" and destination == DEFAULT_EXCHANGE):
             raise AMQPError(ACCESS_REFUSED, "operation not permitted on the default exchange")
+        if unbind:
+            # RabbitMQ: removing a binding whose ends are gone succeeds; only a queue that
+            # another connection holds exclusively is refused.
+            if kind == "queue" and destination in self.vhost.queues:
+                self.vhost.queue(destination, self.connection)
+            return
         if kind == "queue":
             self.vhost.queue(destination, self.connection)
         elif destination not in self.vhost.topology.exchanges:
@@ -284,7 +290,7 @@ class Channel:
         return c.Exchange.BindOk()
 
     def _exchange_unbind(self, m: c.Exchange.Unbind) -> Any:
-        self._check_bind(m.source, m.destination, "exchange")
+        self._check_bind(m.source, m.destination, "exchange", unbind=True)
         self.vhost.unbind(m.source, m.destination, m.routing_key, dict(m.arguments or {}),
                           "exchange")
         return c.Exchange.UnbindOk()
@@ -323,7 +329,7 @@ class Channel:
 
     def _queue_unbind(self, m: c.Queue.Unbind) -> Any:
         name = self._queue_name(m.queue)
-        self._check_bind(m.exchange, name, "queue")
+        self._check_bind(m.exchange, name, "queue", unbind=True)
         self.vhost.unbind(m.exchange, name, m.routing_key, dict(m.arguments or {}), "queue")
         self.send(c.Queue.UnbindOk())  # queue.unbind has no nowait
         return None

@@ -157,8 +157,8 @@ class VirtualHost:
     def unbind(self, source: str, destination: str, key: str, arguments: dict, kind: str) -> None:
         try:
             self.topology.unbind(source, destination, key, arguments, kind)
-        except BindingNotFound:
-            return  # RabbitMQ: removing a missing binding succeeds
+        except (BindingNotFound, UnknownExchange, UnknownQueue):
+            return  # RabbitMQ: removing a missing binding (or one whose ends are gone) succeeds
         self._auto_delete_exchanges({source})
 
     # ------------------------------------------------------------------ queues
