@@ -10,6 +10,7 @@ from pamqp import commands as c
 
 from xroute.amqp.errors import (
     ACCESS_REFUSED,
+    COMMAND_INVALID,
     NO_ROUTE,
     NOT_ALLOWED,
     NOT_IMPLEMENTED,
@@ -151,7 +152,7 @@ class Channel:
             )
         handler = self._handlers.get(type(method))
         if handler is None:
-            raise AMQPError(503, "unimplemented method")
+            raise AMQPError(COMMAND_INVALID, "unimplemented method")
         try:
             reply = handler(method)
         except AMQPError:
