@@ -56,6 +56,12 @@ for _ in $(seq 100); do
     sleep 0.05
 done
 
+# aio-pika: TLS needs a 5671 listener; broker restarts need Docker; the reconnect stairway
+# crashed pytest itself (INTERNALERROR) on RabbitMQ 3.10 here, ending the run at 67%.
+AIO_PIKA_DESELECT="not amqps and not ssl and not auth_external and not stairway"
+AIO_PIKA_DESELECT+=" and not test_restore_topology_and_consumers"
+AIO_PIKA_DESELECT+=" and not test_pool_consumer_survives_broker_restart"
+
 run_suite() {  # suite target host port
     local suite=$1 target=$2 host=$3 port=$4
     local xml="$RESULTS/$suite-$target.xml" log="$RESULTS/$suite-$target.log"
@@ -70,7 +76,7 @@ run_suite() {  # suite target host port
         aiormq) (cd "$SRC/aiormq-7.2.4" && PYTHONPATH="$PLUGINS" "${pytest[@]}" tests \
                     -k "not amqps and not ssl and not auth_external") ;;
         aio-pika) (cd "$SRC/aio_pika-10.2.1" && PYTHONPATH="$PLUGINS:$SRC/aio_pika-10.2.1" \
-                    "${pytest[@]}" tests -k "not amqps and not ssl and not auth_external") ;;
+                    "${pytest[@]}" tests -k "$AIO_PIKA_DESELECT") ;;
         kombu) (cd "$SRC/kombu-5.7.0" && PYTHONPATH="$PLUGINS" "${pytest[@]}" \
                     t/integration/test_py_amqp.py) ;;
         py-amqp) (cd "$SRC/amqp-5.4.2" && PYTHONPATH="$PLUGINS" "${pytest[@]}" \
