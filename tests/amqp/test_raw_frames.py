@@ -10,7 +10,7 @@ import struct
 from pamqp import commands as c
 
 from xroute.amqp.frames import PROTOCOL_HEADER, decode_method, method_frame
-from xroute.bench.amqp import _FrameReader, _raw_handshake
+from xroute.bench.amqp import FrameReader, raw_handshake
 
 
 def open_socket(url: str) -> socket.socket:
@@ -19,7 +19,7 @@ def open_socket(url: str) -> socket.socket:
     return sock
 
 
-def connection_close(reader: _FrameReader) -> c.Connection.Close:
+def connection_close(reader: FrameReader) -> c.Connection.Close:
     while True:
         for kind, channel, payload in reader.available(block=True):
             method = decode_method(payload) if kind == 1 else None
@@ -42,8 +42,8 @@ def test_a_wrong_protocol_header_gets_ours_back(url):
 
 def test_a_method_on_an_unopened_channel_is_504(url):
     sock = open_socket(url)
-    reader = _FrameReader(sock)
-    _raw_handshake(sock, reader)
+    reader = FrameReader(sock)
+    raw_handshake(sock, reader)
     sock.sendall(method_frame(3, c.Queue.Declare(queue="", exclusive=True)))
     assert connection_close(reader).reply_code == 504
     sock.close()
@@ -51,8 +51,8 @@ def test_a_method_on_an_unopened_channel_is_504(url):
 
 def test_a_frame_above_frame_max_is_501(url):
     sock = open_socket(url)
-    reader = _FrameReader(sock)
-    _raw_handshake(sock, reader)
+    reader = FrameReader(sock)
+    raw_handshake(sock, reader)
     sock.sendall(method_frame(1, c.Channel.Open()))
     body = b"x" * 200_000  # one body frame larger than the negotiated 131072
     publish = method_frame(1, c.Basic.Publish(exchange="", routing_key="nowhere"))

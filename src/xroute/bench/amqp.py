@@ -183,8 +183,8 @@ def run_raw(url: str, exchange: str, queue: str, count: int, confirms: bool) -> 
     host, port = re.search(r"@([^:/]+):(\d+)", url).groups()
     sock = socket.create_connection((host, int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    reader = _FrameReader(sock)
-    _raw_handshake(sock, reader)
+    reader = FrameReader(sock)
+    raw_handshake(sock, reader)
     sock.sendall(method_frame(1, c.Channel.Open()) + method_frame(2, c.Channel.Open()))
     reader.until(lambda f: f[0] == FRAME_METHOD and f[2][:4] == b"\x00\x14\x00\x0b", 2)
     if confirms:
@@ -219,7 +219,9 @@ def run_raw(url: str, exchange: str, queue: str, count: int, confirms: bool) -> 
     return seconds
 
 
-class _FrameReader:
+class FrameReader:
+    """Frames from a plain socket: (type, channel, payload) tuples, as they come."""
+
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buffer = bytearray()
@@ -254,7 +256,8 @@ class _FrameReader:
                 seen += bool(wanted(frame))
 
 
-def _raw_handshake(sock: socket.socket, reader: _FrameReader) -> None:
+def raw_handshake(sock: socket.socket, reader: FrameReader) -> None:
+    """Log in as guest with PLAIN and open the default virtual host, without heartbeats."""
     sock.sendall(PROTOCOL_HEADER)
     reader.until(lambda f: f[2][:4] == b"\x00\x0a\x00\x0a")  # start
     sock.sendall(method_frame(0, c.Connection.StartOk(
