@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pika
 import pytest
 
 pytest_plugins = ["pytester"]
 
 
-def test_fixture_through_the_entry_point_module(pytester):
+def test_fixture_through_the_entry_point_module(pytester, monkeypatch):
     pytester.makepyfile(
         """
         import pika
@@ -23,8 +26,17 @@ def test_fixture_through_the_entry_point_module(pytester):
             assert amqp_broker.view.messages("jobs") == [b"hello"]
         """
     )
+    # The plugin as the entry point loads it (autoload off, so an installed copy of the
+    # entry point does not register it twice).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_subprocess("-p", "xroute.amqp.pytest_plugin", "-q")
     result.assert_outcomes(passed=1)
+
+
+def test_the_entry_point_names_the_plugin():
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    plugins = pyproject["project"]["entry-points"]["pytest11"]
+    assert plugins == {"xroute_amqp": "xroute.amqp.pytest_plugin"}
 
 
 @pytest.fixture

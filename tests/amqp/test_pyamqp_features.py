@@ -247,3 +247,44 @@ def test_max_priority_delivers_highest_first(ch, name):
         publish(ch, "", queue, body, **properties)
     # 9 counts as the maximum, 5; equal priorities keep their order.
     assert bodies(ch, queue) == [b"high", b"above", b"low", b"none"]
+
+
+def test_rejections_loop_and_count_in_x_death(ch, name):
+    # A rejected message may come back to its own queue: no cycle, and the count goes up.
+    ch.exchange_declare(name + "back", "fanout", auto_delete=True)
+    queue = ch.queue_declare(
+        name + "loop", exclusive=True, arguments={"x-dead-letter-exchange": name + "back"}
+    ).queue
+    ch.queue_bind(queue, name + "back")
+    publish(ch, "", queue, b"again")
+    for expected in (1, 2):
+        message = wait_get_unacked(ch, queue)
+        if expected > 1:
+            death = message.headers["x-death"]
+            assert len(death) == 1 and death[0]["count"] == expected - 1
+        ch.basic_reject(message.delivery_tag, requeue=False)
+    message = wait_get_unacked(ch, queue)
+    assert message.headers["x-death"][0]["count"] == 2
+    assert message.headers["x-death"][0]["reason"] == "rejected"
+    ch.basic_ack(message.delivery_tag)
+
+
+def test_reject_publish_dlx_dead_letters_the_refused(ch, name):
+    source, dead = dead_letter_setup(
+        ch, name, **{"x-max-length": 1, "x-overflow": "reject-publish-dlx"}
+    )
+    publish(ch, "", source, b"kept")
+    publish(ch, "", source, b"refused")
+    letter = wait_get(ch, dead)
+    assert letter.body == b"refused" and letter.headers["x-death"][0]["reason"] == "maxlen"
+    assert bodies(ch, source) == [b"kept"]
+
+
+def wait_get_unacked(ch, queue, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = get(ch, queue, no_ack=False)
+        if message is not None:
+            return message
+        time.sleep(0.02)
+    raise AssertionError(f"nothing arrived in {queue}")
