@@ -416,7 +416,6 @@ class Connection(asyncio.Protocol):
                 f"Login was refused using authentication mechanism {mechanism}. For details "
                 "see the broker logfile.",
             )
-            error.hard = True  # during the handshake every error closes the connection
             if not self.capability("authentication_failure_close"):
                 self._close_transport()
                 self.cleanup()
@@ -481,5 +480,8 @@ class Connection(asyncio.Protocol):
 
 
 class _Closed(AMQPError):
+    """The socket is already closed (a failed login without authentication_failure_close):
+    nothing more is sent."""
+
     def __init__(self) -> None:
         super().__init__(CONNECTION_FORCED, "closed")
