@@ -9,6 +9,7 @@ import click
 
 from xroute.cli import cli
 from xroute.cli.options import DEFINITIONS_HELP, load_topology
+from xroute.errors import XRouteError
 
 
 def _user(text: str) -> tuple[str, str]:
@@ -47,7 +48,10 @@ def serve(
 
     Real clients (pika, aio-pika, aiormq, kombu, Celery) connect to it; exchanges of every
     type xroute has route exactly as RabbitMQ's do."""
-    from xroute.amqp import Broker
+    try:
+        from xroute.amqp import Broker
+    except ImportError as error:  # pamqp is the amqp extra's
+        raise XRouteError(f"xroute serve needs pamqp: pip install 'xroute[amqp]' ({error})")
 
     topology = load_topology(definitions, vhost) if definitions else None
     broker = Broker(
