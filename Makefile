@@ -1,13 +1,14 @@
 # make run   - create .venv, install xroute, run the main job on the bundled sample data
 # make test  - create .venv, install xroute, run every test
 # make conformance - differential test against a real RabbitMQ (found, or started on loopback)
+# make client-suites - the AMQP clients' own suites on RabbitMQ (5672) and on xroute serve
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test conformance venv clean
+.PHONY: run test conformance client-suites venv clean
 
 venv: $(STAMP)
 
@@ -26,6 +27,9 @@ test: $(STAMP)
 
 conformance: $(STAMP)
 	@bash scripts/conformance.sh
+
+client-suites: $(STAMP)
+	@XROUTE_PY=$(PY) bash scripts/client-suites.sh
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis

@@ -10,4 +10,4 @@ cd "$(dirname "$0")/.."
 private=()
 if [ -n "${XROUTE_CONFORMANCE_PRIVATE:-}" ]; then private=(--private); fi
 exec .venv/bin/python -m xroute.bench.rabbitmq "${private[@]}" --plugins -- \
-    .venv/bin/python -m pytest -m conformance tests/conformance -p no:cacheprovider
+    .venv/bin/python -m pytest -m conformance tests/conformance tests/amqp -p no:cacheprovider

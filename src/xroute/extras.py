@@ -16,6 +16,7 @@ EXTRAS = {
     "kombu": "kombu",
     "redis": "kombu",
     "amqp": "traces",
+    "pamqp": "amqp",
 }
 
 

@@ -73,3 +73,22 @@ def test_a_trace_as_a_dataframe_routes_with_route(spark):
         assert same == (message_id != "s4"), row  # s4: the 3.x float quirk
     everything = read_trace_frame(spark, str(DATA), record_types=None)
     assert sorted(r[0] for r in everything.groupBy("record_type").count().collect()) == ["deliver", "publish"]
+
+
+@pytest.mark.s3
+def test_verify_reads_and_publishes_on_an_object_store(spark, s3_store):
+    bucket = s3_store.new_bucket("verify")
+    filesystem, root = s3_store.filesystem(), bucket.removeprefix("s3://")
+    for fmt in ("json", "text"):
+        with filesystem.open_output_stream(f"{root}/logs/{fmt}.log") as sink:
+            sink.write((DATA / f"rabbitmq-3.10.8.{fmt}.log").read_bytes())
+    out = f"{bucket}/out"
+    result = run_verify(spark, VerifyOptions(
+        definitions=sample_topology().to_definitions(), traces=f"{bucket}/logs/", out=out,
+    ))
+    assert dict(result.statuses) == {"agree": 6, "disagree": 2}
+    with filesystem.open_input_stream(f"{root}/out/verify.json") as source:
+        assert json.loads(source.read())["counts"]["published"] == 8
+    with filesystem.open_input_stream(f"{root}/out/_SUCCESS") as source:
+        assert json.loads(source.read())["counts"]["disagree"] == 2
+    assert pq.read_table(f"{root}/out/messages", filesystem=filesystem).num_rows == 8

@@ -85,6 +85,7 @@ def main() -> None:
 # Each command lives in its own module and registers itself on `cli`.
 from xroute.cli import (  # noqa: F401
     bench,
+    bench_amqp,
     bench_engines,
     bench_kombu,
     bench_pipeline,
@@ -98,6 +99,7 @@ from xroute.cli import (  # noqa: F401
     lint,
     pipeline,
     route,
+    serve,
     stream,
     traces,
 )

@@ -29,6 +29,8 @@ EXIT_DISAGREE = 1  # xroute verify: some message did not go where the broker put
               help="Records per file at most.")
 @click.option("--roll-seconds", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="Seconds a file stays open at most.")
+@click.option("--roll-mb", type=click.FloatRange(min=0.001), default=64.0, show_default=True,
+              help="Megabytes of records (payloads and about 256 bytes each) per file at most.")
 @click.option("--max-records", type=click.IntRange(min=1), default=None,
               help="Stop after this many records.")
 @click.option("--seconds", type=click.FloatRange(min=0), default=None, help="Stop after this long.")
@@ -36,7 +38,7 @@ EXIT_DISAGREE = 1  # xroute verify: some message did not go where the broker put
               help="Stop when nothing has arrived for this long.")
 def capture(
     url: str, out: str, events: bool, deliveries: bool, queue: str | None, roll_records: int,
-    roll_seconds: float, max_records: int | None, seconds: float | None,
+    roll_seconds: float, roll_mb: float, max_records: int | None, seconds: float | None,
     idle_seconds: float | None,
 ) -> None:
     """Capture a live broker's firehose (amq.rabbitmq.trace) into Parquet files in OUT.
@@ -48,7 +50,8 @@ def capture(
     from xroute.traces.capture import Capture
 
     running = Capture(url, out, events=events, deliveries=deliveries, queue=queue,
-                      roll_records=roll_records, roll_seconds=roll_seconds)
+                      roll_records=roll_records, roll_seconds=roll_seconds,
+                      roll_bytes=int(roll_mb * (1 << 20)))
 
     def stop(signum: int, frame: object) -> None:
         running.stop()

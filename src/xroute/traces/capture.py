@@ -6,7 +6,8 @@ broker fills it in the order things happened, and every record gets its place in
 (``seq``). Records are written to ``part-<first seq>-<last seq>.parquet`` files, rolled by size
 or time; a file is acknowledged to the broker only once it is complete in storage (written
 under a ``_`` name and moved into place on a local disk; one PUT on an object store), so
-stopping (Ctrl-C, SIGTERM) or a crash loses nothing that was acknowledged. With ``queue=`` a
+stopping (Ctrl-C, SIGTERM) or a crash loses nothing that was acknowledged. Files roll by records,
+by (about) bytes, or by time, whichever comes first. With ``queue=`` a
 named, durable queue is used: a capture that dies leaves its unacknowledged records there for
 the next one; by default the queue is the connection's own and goes with it.
 
@@ -34,6 +35,7 @@ from xroute.traces.firehose import EVENT_EXCHANGE, TRACE_EXCHANGE, record_of_mes
 from xroute.traces.records import TraceRecord, to_table
 
 EVENT_PATTERNS = ("binding.*", "queue.*", "exchange.*", "policy.*")
+RECORD_OVERHEAD = 256  # bytes a record's fields add to its payload, about, for rolling by size
 _PART = re.compile(r"part-(\d+)-(\d+)\.parquet$")
 
 
@@ -95,6 +97,7 @@ class Capture:
         queue: str | None = None,
         roll_records: int = 100_000,
         roll_seconds: float = 60.0,
+        roll_bytes: int = 64 << 20,
     ) -> None:
         self.out = locate(out)
         self.connection = connect(url)
@@ -112,6 +115,8 @@ class Capture:
         self.channel.basic_qos(0, min(roll_records, 65_535), False)
         self.roll_records = roll_records
         self.roll_seconds = roll_seconds
+        self.roll_bytes = roll_bytes
+        self._bytes = 0  # about what the pending records weigh: payloads and a bit each
         self.seq = next_seq(self.out)
         self.stats = CaptureStats()
         self._pending: list[TraceRecord] = []
@@ -135,6 +140,7 @@ class Capture:
         else:
             if not self._about_itself(record):
                 self._pending.append(record)
+                self._bytes += len(record.payload or b"") + RECORD_OVERHEAD
         self._last_tag = info["delivery_tag"]
         self._unacked += 1
         self.delivered += 1
@@ -161,6 +167,7 @@ class Capture:
             self.stats.records += len(self._pending)
             self.stats.files.append(name)
             self._pending = []
+            self._bytes = 0
         if self._last_tag is not None:
             self.channel.basic_ack(self._last_tag, multiple=True)
             self._last_tag = None
@@ -201,7 +208,11 @@ class Capture:
                     last_message = now
                     if on_progress is not None:
                         on_progress(total)
-                if self._unacked >= self.roll_records or now - self._opened >= self.roll_seconds:
+                if (
+                    self._unacked >= self.roll_records
+                    or self._bytes >= self.roll_bytes
+                    or now - self._opened >= self.roll_seconds
+                ):
                     self.flush()
                 if max_records is not None and total >= max_records:
                     break

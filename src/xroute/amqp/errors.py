@@ -1,0 +1,82 @@
+"""AMQP reply codes, and the error that carries one to the client.
+
+Which codes close the channel ("soft") and which close the connection ("hard") is AMQP 0-9-1's
+table, as RabbitMQ's ``rabbit_framing_amqp_0_9_1:lookup_amqp_exception`` applies it.
+"""
+
+from __future__ import annotations
+
+from xroute.errors import XRouteError
+
+# Reply codes by RabbitMQ's names for them.
+REPLY_SUCCESS = 200
+CONTENT_TOO_LARGE = 311
+NO_ROUTE = 312
+NO_CONSUMERS = 313
+CONNECTION_FORCED = 320
+INVALID_PATH = 402
+ACCESS_REFUSED = 403
+NOT_FOUND = 404
+RESOURCE_LOCKED = 405
+PRECONDITION_FAILED = 406
+FRAME_ERROR = 501
+SYNTAX_ERROR = 502
+COMMAND_INVALID = 503
+CHANNEL_ERROR = 504
+UNEXPECTED_FRAME = 505
+RESOURCE_ERROR = 506
+NOT_ALLOWED = 530
+NOT_IMPLEMENTED = 540
+INTERNAL_ERROR = 541
+
+REPLY_NAMES = {
+    CONTENT_TOO_LARGE: "CONTENT_TOO_LARGE",
+    NO_ROUTE: "NO_ROUTE",
+    NO_CONSUMERS: "NO_CONSUMERS",
+    CONNECTION_FORCED: "CONNECTION_FORCED",
+    INVALID_PATH: "INVALID_PATH",
+    ACCESS_REFUSED: "ACCESS_REFUSED",
+    NOT_FOUND: "NOT_FOUND",
+    RESOURCE_LOCKED: "RESOURCE_LOCKED",
+    PRECONDITION_FAILED: "PRECONDITION_FAILED",
+    FRAME_ERROR: "FRAME_ERROR",
+    SYNTAX_ERROR: "SYNTAX_ERROR",
+    COMMAND_INVALID: "COMMAND_INVALID",
+    CHANNEL_ERROR: "CHANNEL_ERROR",
+    UNEXPECTED_FRAME: "UNEXPECTED_FRAME",
+    RESOURCE_ERROR: "RESOURCE_ERROR",
+    NOT_ALLOWED: "NOT_ALLOWED",
+    NOT_IMPLEMENTED: "NOT_IMPLEMENTED",
+    INTERNAL_ERROR: "INTERNAL_ERROR",
+}
+# The codes that close the whole connection; every other code closes only the channel.
+HARD_ERRORS = frozenset(code for code in REPLY_NAMES if code >= 500 or code in (320, 402))
+
+
+class AMQPError(XRouteError):
+    """A protocol error the broker sends to a client: ``code`` and ``text`` as RabbitMQ words
+    them; ``hard`` when it closes the connection rather than the channel."""
+
+    def __init__(self, code: int, text: str) -> None:
+        name = REPLY_NAMES.get(code, str(code))
+        super().__init__(f"{name} - {text}")
+        self.code = code
+        self.text = f"{name} - {text}"
+        self.hard = code in HARD_ERRORS
+        self.class_id = 0  # the failing method, named in connection.close
+        self.method_id = 0
+
+
+def not_found(kind: str, name: str, vhost: str) -> AMQPError:
+    """RabbitMQ's 404 for a missing queue or exchange."""
+    return AMQPError(NOT_FOUND, f"no {kind} '{name}' in vhost '{vhost}'")
+
+
+def locked(name: str, vhost: str) -> AMQPError:
+    """RabbitMQ's 405 for a queue another connection declared exclusive."""
+    return AMQPError(
+        RESOURCE_LOCKED,
+        f"cannot obtain exclusive access to locked queue '{name}' in vhost '{vhost}'. It could "
+        "be originally declared on another connection or the exclusive property value does not "
+        "match that of the original declaration.",
+    )

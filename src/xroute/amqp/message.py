@@ -1,0 +1,106 @@
+"""A published message as the broker holds it: the property bytes as received, the body, and
+the few property values the broker reads itself (decoded once, only when present)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xroute.amqp.errors import PRECONDITION_FAILED, AMQPError
+from xroute.amqp.frames import (
+    FLAG_EXPIRATION,
+    FLAG_HEADERS,
+    FLAG_PRIORITY,
+    FLAG_USER_ID,
+    FLAGS_READ,
+    decode_properties,
+    property_flags,
+)
+
+
+class Message:
+    """One message: where it was published, its properties (bytes, as received), its body.
+
+    ``routing_keys`` are the key it was published with and its CC and BCC keys, as RabbitMQ
+    keeps them for dead-lettering. ``headers`` is the decoded header table (``{}`` if none).
+    """
+
+    __slots__ = (
+        "exchange",
+        "routing_key",
+        "properties",
+        "body",
+        "headers",
+        "priority",
+        "expiration",
+        "user_id",
+        "bcc",
+    )
+
+    def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes) -> None:
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.properties = properties
+        self.body = body
+        self.headers: dict[str, Any] = {}
+        self.priority: int | None = None
+        self.expiration: int | None = None  # milliseconds
+        self.user_id: str | None = None
+        self.bcc: list[Any] = []
+        if property_flags(properties) & FLAGS_READ:
+            self._read(decode_properties(properties))
+
+    def _read(self, decoded: Any) -> None:
+        flags = property_flags(self.properties)
+        if flags & FLAG_HEADERS and decoded.headers:
+            self.headers = dict(decoded.headers)
+        if flags & FLAG_PRIORITY:
+            self.priority = decoded.priority
+        if flags & FLAG_USER_ID:
+            self.user_id = decoded.user_id
+        if flags & FLAG_EXPIRATION:
+            self.expiration = parse_expiration(decoded.expiration)
+
+    @property
+    def routing_keys(self) -> list[Any]:
+        """The routing key, then the CC and BCC keys (RabbitMQ's ``routing_keys``)."""
+        keys: list[Any] = [self.routing_key]
+        cc = self.headers.get("CC")
+        if isinstance(cc, list):
+            keys += cc
+        return keys + self.bcc
+
+    def decoded(self) -> Any:
+        """The properties as pamqp's Basic.Properties (decoded now)."""
+        return decode_properties(self.properties)
+
+    def __repr__(self) -> str:
+        return f"Message(exchange={self.exchange!r}, routing_key={self.routing_key!r}, body={self.body[:40]!r})"
+
+
+def parse_expiration(value: Any) -> int:
+    """The ``expiration`` property as milliseconds, or RabbitMQ's 406 for a bad one."""
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    try:
+        milliseconds = int(text)
+    except ValueError:
+        raise AMQPError(PRECONDITION_FAILED, f"invalid expiration '{text}': no_integer") from None
+    if milliseconds < 0:
+        raise AMQPError(
+            PRECONDITION_FAILED, f"invalid expiration '{text}': {{value_negative,{milliseconds}}}"
+        )
+    return milliseconds
+
+
+class QueuedMessage:
+    """A message in one queue: its position (``seq``), redelivery flag and expiry time."""
+
+    __slots__ = ("message", "seq", "redelivered", "expires_at", "priority")
+
+    def __init__(
+        self, message: Message, seq: int, expires_at: float | None, priority: int = 0
+    ) -> None:
+        self.message = message
+        self.seq = seq
+        self.redelivered = False
+        self.expires_at = expires_at
+        self.priority = priority

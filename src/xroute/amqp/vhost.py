@@ -1,0 +1,379 @@
+"""One virtual host of the broker: the `Topology` (routing is its alone), the queues' state,
+exclusive owners, auto-delete, dead-lettering, and a record of what tests want to look at."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import secrets
+import threading
+from base64 import urlsafe_b64encode
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from xroute.amqp.errors import (
+    ACCESS_REFUSED,
+    NOT_FOUND,
+    PRECONDITION_FAILED,
+    AMQPError,
+    locked,
+    not_found,
+)
+from xroute.amqp.frames import encode_properties
+from xroute.amqp.message import Message, QueuedMessage
+from xroute.amqp.queues import ARGUMENT_RULES, BrokerQueue, check_queue_arguments
+from xroute.errors import (
+    AccessRefused,
+    BindingNotFound,
+    InvalidHeaders,
+    InvalidRoutingKey,
+    UnknownExchange,
+    UnknownExchangeType,
+    UnknownQueue,
+    XRouteError,
+)
+from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
+
+# The broker keeps this many returned, dead-lettered and settled records for the test view.
+RECORD_LIMIT = 10_000
+
+
+@dataclass
+class Record:
+    """Something tests may wait for: a message returned, dead-lettered, acked or nacked."""
+
+    kind: str  # "returned", "dead-lettered", "ack", "nack", "reject"
+    queue: str | None
+    exchange: str
+    routing_key: str
+    body: bytes
+    headers: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+
+
+def server_name(prefix: str) -> str:
+    """A name as RabbitMQ's rabbit_guid makes them: ``amq.gen-`` and 22 URL-safe characters."""
+    return prefix + "-" + urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+
+
+def amqp_error(error: XRouteError, vhost: str) -> AMQPError:
+    """The reply RabbitMQ gives for what `Topology` refused."""
+    if isinstance(error, AMQPError):
+        return error
+    if isinstance(error, UnknownExchange):
+        return not_found("exchange", error.name, vhost)
+    if isinstance(error, UnknownQueue):
+        return not_found("queue", error.name, vhost)
+    if isinstance(error, AccessRefused):
+        return AMQPError(ACCESS_REFUSED, str(error))
+    if isinstance(error, UnknownExchangeType):
+        # RabbitMQ 4.x; 3.x answered 503 COMMAND_INVALID and closed the connection.
+        return AMQPError(PRECONDITION_FAILED, f"invalid exchange type '{error.exchange_type}'")
+    if isinstance(error, BindingNotFound):
+        return AMQPError(NOT_FOUND, str(error))
+    # PreconditionFailed (an inequivalent redeclare), InvalidArguments (a bad x-match),
+    # InvalidPattern, InvalidRoutingKey, InvalidHeaders: RabbitMQ's 406.
+    return AMQPError(PRECONDITION_FAILED, str(error))
+
+
+class VirtualHost:
+    """Exchanges, bindings (a `Topology`) and queues of one virtual host, on one event loop."""
+
+    def __init__(self, name: str = "/", topology: Topology | None = None) -> None:
+        self.name = name
+        self.topology = topology if topology is not None else Topology()
+        self.queues: dict[str, BrokerQueue] = {}
+        self.records: list[Record] = []
+        self.changed = threading.Condition()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        for queue in list(self.topology.queues.values()):
+            self.queues[queue.name] = self._new_queue(
+                queue.name, queue.durable, queue.auto_delete, None, dict(queue.arguments)
+            )
+
+    # ------------------------------------------------------------------ time
+
+    def now(self) -> float:
+        return self.loop.time() if self.loop is not None else 0.0
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Any:
+        if self.loop is None:
+            return None
+        return self.loop.call_at(when, callback)
+
+    def call_soon(self, callback: Callable[[], None]) -> None:
+        if self.loop is None:
+            callback()
+        else:
+            self.loop.call_soon(callback)
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run timers on ``loop`` (queues loaded from definitions start their clocks now)."""
+        self.loop = loop
+        for queue in self.queues.values():
+            queue.touch()
+
+    # ------------------------------------------------------------------ records
+
+    def record(self, item: Record) -> None:
+        with self.changed:
+            self.records.append(item)
+            if len(self.records) > RECORD_LIMIT:
+                del self.records[: len(self.records) - RECORD_LIMIT]
+            self.changed.notify_all()
+
+    # ------------------------------------------------------------------ exchanges
+
+    def exchange_type(self, name: str) -> str:
+        try:
+            return self.topology.exchanges[name].type
+        except KeyError:
+            raise not_found("exchange", name, self.name) from None
+
+    def delete_exchange(self, name: str, if_unused: bool) -> None:
+        if name == DEFAULT_EXCHANGE:
+            raise AMQPError(ACCESS_REFUSED, "operation not permitted on the default exchange")
+        if name not in self.topology.exchanges:
+            return  # RabbitMQ: deleting a missing exchange succeeds
+        if name in STANDARD_EXCHANGES:
+            raise AMQPError(
+                ACCESS_REFUSED,
+                f"deletion of system exchange '{name}' in vhost '{self.name}' is not allowed",
+            )
+        if if_unused and self.topology.bindings(name):
+            raise AMQPError(PRECONDITION_FAILED, f"exchange '{name}' in vhost '{self.name}' in use")
+        sources = {b.source for b in self.topology.bindings() if b.destination == ("exchange", name)}
+        self.topology.delete_exchange(name)
+        self._auto_delete_exchanges(sources)
+
+    def _auto_delete_exchanges(self, names: set[str]) -> None:
+        # An auto-delete exchange goes when its last binding from it goes (RabbitMQ).
+        for name in names:
+            exchange = self.topology.exchanges.get(name)
+            if exchange is not None and exchange.auto_delete and not self.topology.bindings(name):
+                self.delete_exchange(name, False)
+
+    def unbind(self, source: str, destination: str, key: str, arguments: dict, kind: str) -> None:
+        try:
+            self.topology.unbind(source, destination, key, arguments, kind)
+        except (BindingNotFound, UnknownExchange, UnknownQueue):
+            return  # RabbitMQ: removing a missing binding (or one whose ends are gone) succeeds
+        self._auto_delete_exchanges({source})
+
+    # ------------------------------------------------------------------ queues
+
+    def _new_queue(
+        self, name: str, durable: bool, auto_delete: bool, owner: Any, arguments: dict
+    ) -> BrokerQueue:
+        check_queue_arguments(name, self.name, arguments)
+        return BrokerQueue(
+            self, name, durable=durable, auto_delete=auto_delete, owner=owner, arguments=arguments
+        )
+
+    def queue(self, name: str, connection: Any) -> BrokerQueue:
+        """The queue ``name`` as ``connection`` may use it: 404 if missing, 405 if exclusive
+        to another connection."""
+        queue = self.queues.get(name)
+        if queue is None:
+            raise not_found("queue", name, self.name)
+        if queue.owner is not None and queue.owner is not connection:
+            raise locked(name, self.name)
+        return queue
+
+    def declare_queue(
+        self,
+        name: str,
+        *,
+        passive: bool,
+        durable: bool,
+        exclusive: bool,
+        auto_delete: bool,
+        arguments: dict[str, Any],
+        connection: Any,
+    ) -> BrokerQueue:
+        if passive:
+            return self.queue(name, connection)
+        if not name:
+            name = server_name("amq.gen")
+        elif name.startswith("amq."):
+            raise AMQPError(
+                ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'"
+            )
+        durable = durable and not exclusive
+        existing = self.queues.get(name)
+        if existing is not None:
+            # RabbitMQ's strict check: the owner must be this connection for an exclusive
+            # redeclare and none otherwise (the exclusive flag must match).
+            if existing.owner is not (connection if exclusive else None):
+                raise locked(name, self.name)
+            self._check_equivalent(existing, durable, auto_delete, arguments)
+            existing.touch()
+            return existing
+        queue = self._new_queue(
+            name, durable, auto_delete, connection if exclusive else None, arguments
+        )
+        try:
+            self.topology.declare_queue(
+                name, durable=durable, auto_delete=auto_delete, arguments=arguments
+            )
+        except XRouteError as error:
+            queue.stop_timers()
+            raise amqp_error(error, self.name) from None
+        self.queues[name] = queue
+        return queue
+
+    def _check_equivalent(
+        self, queue: BrokerQueue, durable: bool, auto_delete: bool, arguments: dict[str, Any]
+    ) -> None:
+        def differs(what: str, received: Any, current: Any) -> AMQPError:
+            return AMQPError(
+                PRECONDITION_FAILED,
+                f"inequivalent arg '{what}' for queue '{queue.name}' in vhost '{self.name}': "
+                f"received '{_show(received)}' but current is '{_show(current)}'",
+            )
+
+        if queue.durable != durable:
+            raise differs("durable", durable, queue.durable)
+        if queue.auto_delete != auto_delete:
+            raise differs("auto_delete", auto_delete, queue.auto_delete)
+        for key in ARGUMENT_RULES:
+            if key == "x-queue-type" and arguments.get(key, "classic") == queue.arguments.get(
+                key, "classic"
+            ):
+                continue
+            if arguments.get(key) != queue.arguments.get(key):
+                raise differs(key, arguments.get(key), queue.arguments.get(key))
+
+    def delete_queue(
+        self, queue: BrokerQueue, *, if_unused: bool = False, if_empty: bool = False
+    ) -> int:
+        """Delete ``queue``; its consumers are cancelled; returns its ready message count."""
+        if if_unused and queue.consumers:
+            raise AMQPError(
+                PRECONDITION_FAILED, f"queue '{queue.name}' in vhost '{self.name}' in use"
+            )
+        if if_empty and queue.ready:
+            raise AMQPError(
+                PRECONDITION_FAILED, f"queue '{queue.name}' in vhost '{self.name}' not empty"
+            )
+        count = len(queue.ready)
+        queue.deleted = True
+        queue.stop_timers()
+        sources = {
+            b.source for b in self.topology.bindings() if b.destination == ("queue", queue.name)
+        }
+        if self.queues.get(queue.name) is queue:
+            del self.queues[queue.name]
+            self.topology.delete_queue(queue.name)
+        # Consumers hear of it after the reply to the delete (as from RabbitMQ, where the
+        # queue process's exit reaches their channels later).
+        for consumer in list(queue.consumers):
+            self.call_soon(consumer.cancelled_by_broker)
+        queue.consumers.clear()
+        queue.purge()
+        self._auto_delete_exchanges(sources)
+        return count
+
+    # ------------------------------------------------------------------ messages
+
+    def route(self, exchange: str, message: Message) -> frozenset[str]:
+        """The queues ``message`` reaches from ``exchange``, by `Topology`'s routing."""
+        headers = message.headers
+        if message.bcc:
+            headers = {**headers, "BCC": message.bcc}
+        try:
+            if headers:
+                return self.topology.route(exchange, message.routing_key, headers)
+            return self.topology.route(exchange, message.routing_key)
+        except (InvalidHeaders, InvalidRoutingKey) as error:
+            raise AMQPError(PRECONDITION_FAILED, f"invalid message: {error}") from None
+        except XRouteError as error:
+            raise amqp_error(error, self.name) from None
+
+    def enqueue(self, message: Message, queue_names: frozenset[str]) -> bool:
+        """Put ``message`` in each queue; False if any refused it (x-overflow reject-publish)."""
+        accepted = True
+        for name in queue_names:
+            queue = self.queues.get(name)
+            if queue is not None and not queue.offer(message):
+                accepted = False
+        return accepted
+
+    def dead_letter(
+        self, queue: BrokerQueue, message: Message, reason: str, item: QueuedMessage | None = None
+    ) -> None:
+        """Dead-letter ``message`` from ``queue`` (reason rejected, expired or maxlen) as
+        RabbitMQ does: x-death updated, expiration moved into it, routed from the queue's
+        dead-letter exchange; dropped if the queue has none or it would cycle."""
+        exchange = queue.dead_letter_exchange
+        if exchange is None:
+            return
+        decoded = message.decoded()
+        headers = dict(decoded.headers or {})
+        deaths = [dict(entry) for entry in headers.get("x-death") or [] if isinstance(entry, dict)]
+        entry = next(
+            (d for d in deaths if d.get("queue") == queue.name and d.get("reason") == reason), None
+        )
+        if entry is not None:
+            deaths.remove(entry)
+            entry["count"] = int(entry.get("count", 1)) + 1
+            entry["time"] = _now()
+        else:
+            entry = {
+                "count": 1,
+                "reason": reason,
+                "queue": queue.name,
+                "time": _now(),
+                "exchange": message.exchange,
+                "routing-keys": [k for k in message.routing_keys if isinstance(k, (str, bytes))],
+            }
+            if decoded.expiration is not None:
+                entry["original-expiration"] = decoded.expiration
+        deaths.insert(0, entry)
+        headers["x-death"] = deaths
+        for prefix in ("x-first-death-", "x-last-death-"):
+            if prefix == "x-last-death-" or f"{prefix}reason" not in headers:
+                headers[f"{prefix}reason"] = reason
+                headers[f"{prefix}queue"] = queue.name
+                headers[f"{prefix}exchange"] = message.exchange
+        routing_key = message.routing_key
+        bcc = message.bcc
+        if queue.dead_letter_routing_key is not None:
+            routing_key = queue.dead_letter_routing_key
+            headers.pop("CC", None)
+            bcc = []
+        decoded.headers = headers
+        decoded.expiration = None
+        letter = Message(exchange, routing_key, encode_properties(decoded), message.body)
+        letter.bcc = list(bcc)
+        self.record(
+            Record("dead-lettered", queue.name, message.exchange, message.routing_key,
+                   message.body, headers, reason)
+        )
+        try:
+            targets = self.route(exchange, letter)
+        except AMQPError:
+            return  # a missing dead-letter exchange drops the message, as in RabbitMQ
+        self.enqueue(letter, frozenset(t for t in targets if not _cycle(t, deaths)))
+
+
+def _cycle(queue: str, deaths: list[dict[str, Any]]) -> bool:
+    # RabbitMQ drops a dead letter that would come back to a queue it died in, unless a
+    # rejection (a client's decision) happened on the way.
+    for death in deaths:
+        if death.get("reason") == "rejected":
+            return False
+        if death.get("queue") == queue:
+            return True
+    return False
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "none" if value is None else str(value)
