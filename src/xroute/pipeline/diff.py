@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from io import BytesIO
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +28,7 @@ from xroute.errors import DatasetError, PipelineFailed
 from xroute.pipeline import io
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.figures import per_queue_bars
 from xroute.pipeline.pyarrow_reader import read_frame, survey
 from xroute.pipeline.spark import ARROW_BATCH_ROWS, session_settings
 from xroute.pipeline.transform import relative_path
@@ -389,30 +389,14 @@ def report_files(report: Mapping[str, Any]) -> dict[str, bytes]:
 
 def plot_per_queue(traffic: Mapping[str, Any], top: int = 25) -> bytes:
     """Messages gained and lost per queue, the largest changes on top, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = traffic["per_queue"][:top]
-    figure, axes = plt.subplots(figsize=(9, 1.2 + 0.32 * max(len(rows), 3)))
-    if rows:
-        labels = [r["queue"] for r in reversed(rows)]
-        axes.barh(labels, [r["gained"] for r in reversed(rows)], color="#3a7", label="gained")
-        axes.barh(labels, [-r["lost"] for r in reversed(rows)], color="#c33", label="lost")
-        axes.axvline(0, color="#444", linewidth=0.8)
-        axes.legend(loc="lower right")
-    else:
-        axes.text(0.5, 0.5, "no message changes its queues", ha="center", va="center")
     counts = traffic["counts"]
-    axes.set_xlabel("messages (lost to the left, gained to the right)")
-    axes.set_title(
+    return per_queue_bars(
+        [(r["queue"], r["lost"], r["gained"]) for r in rows],
+        ("lost", "#c33"),
+        ("gained", "#3a7"),
         f"xroute diff: {counts['changed']:,} of {counts['messages']:,} messages change queues "
-        f"(top {len(rows)} of {len(traffic['per_queue'])} queues)"
+        f"(top {len(rows)} of {len(traffic['per_queue'])} queues)",
+        "messages (lost to the left, gained to the right)",
+        "no message changes its queues",
     )
-    axes.tick_params(axis="y", labelsize=7)
-    figure.tight_layout()
-    image = BytesIO()
-    figure.savefig(image, format="png", dpi=110)
-    plt.close(figure)
-    return image.getvalue()

@@ -21,7 +21,6 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from io import BytesIO
 from typing import Any
 
 import pyarrow as pa
@@ -32,6 +31,7 @@ from xroute.errors import PipelineFailed, TraceFormatError
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.output import check_apart, check_writable
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.figures import per_queue_bars
 from xroute.pipeline.trace_frame import FILE_SEQ_STRIDE, file_frame
 from xroute.pipeline.worker import PartWriter, fingerprint, part_name, router_for
 from xroute.storage import locate
@@ -269,32 +269,15 @@ def _explained(sample: dict[str, Any], against: Any) -> dict[str, Any]:
 
 def plot(report: Mapping[str, Any], top: int = 20) -> bytes:
     """Disagreements per queue (missing to the left, extra to the right), as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = report["per_queue"][:top]
-    figure, axes = plt.subplots(figsize=(9, 1.4 + 0.32 * max(len(rows), 3)))
-    if rows:
-        labels = [r["queue"] for r in reversed(rows)]
-        axes.barh(labels, [-r["missing"] for r in reversed(rows)], color="#c33", label="missing")
-        axes.barh(labels, [r["extra"] for r in reversed(rows)], color="#37a", label="extra")
-        axes.axvline(0, color="#444", linewidth=0.8)
-        axes.legend(loc="lower right")
-    else:
-        axes.text(0.5, 0.5, "every queue agrees with the broker", ha="center", va="center")
     counts = report["counts"]
-    axes.set_title(
+    return per_queue_bars(
+        [(r["queue"], r["missing"], r["extra"]) for r in rows],
+        ("missing", "#c33"),
+        ("extra", "#37a"),
         f"xroute verify: {counts['agree']:,} of {counts['published']:,} messages agree "
         f"({counts[DISAGREE]:,} disagree, {counts['missing_exchange']:,} missing exchange, "
         f"{counts['unsupported_exchange']:,} unsupported, {counts['invalid']:,} invalid)",
-        fontsize=9,
+        "messages (missing: the broker's queues xroute did not reach; extra: the reverse)",
+        "every queue agrees with the broker",
     )
-    axes.set_xlabel("messages (missing: the broker's queues xroute did not reach; extra: the reverse)")
-    axes.tick_params(axis="y", labelsize=7)
-    figure.tight_layout()
-    image = BytesIO()
-    figure.savefig(image, format="png", dpi=110)
-    plt.close(figure)
-    return image.getvalue()
