@@ -299,7 +299,7 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     router = BatchRouter(Topology.from_definitions(str(defs), engine=engine))
     dataset = survey(str(messages))
     plan = Plan(dataset.columns, EXCHANGE, (), dataset.root)
-    task = Task(plan, "single", None, engine, str(out))
+    task = Task(plan, str(out))
     schema = arrow_schema(dataset, "UTC")
     ((whole,),) = plan_splits(dataset.footers, tasks=1)
     batches = read_split(whole, schema, ARROW_BATCH_ROWS)

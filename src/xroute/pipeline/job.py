@@ -13,6 +13,7 @@ import re
 import time
 import uuid
 from collections import Counter
+from contextlib import nullcontext
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,15 +30,21 @@ from xroute.pipeline import io
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
-from xroute.pipeline.pyarrow_reader import READERS, arrow_schema, plan_splits, survey
-from xroute.pipeline.spark import session_settings
+from xroute.pipeline.pyarrow_reader import (
+    READERS,
+    arrow_schema,
+    plan_splits,
+    splits_frame,
+    survey,
+)
+from xroute.pipeline.spark import default_parallelism, is_connect, master_of, session_settings
 from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
 from xroute.pipeline.transform import Plan, route_batch
 from xroute.pipeline.worker import (
     MANIFEST_SCHEMA,
     OUTPUTS,
+    ShippedTopology,
     Task,
-    fingerprint,
     partition_function,
     split_function,
 )
@@ -97,7 +104,7 @@ def run_pipeline(
             top_unroutable_keys=top_keys,
             rejected_by_error=manifest["errors"],
             engine=options.engine,
-            master=spark.sparkContext.master,
+            master=master_of(spark),
             extra={
                 "format": dataset.format,
                 "reader": "spark" if dataset.frame is not None else "pyarrow",
@@ -146,37 +153,32 @@ def _route(
     commit: Commit,
     phases: dict[str, float],
 ) -> tuple[dict[str, int], dict[str, Any]]:
-    """Run the routing job; the proven counts and the merged manifest."""
-    context = spark.sparkContext
-    broadcast = context.broadcast(definitions)
-    task = Task(
-        plan,
-        fingerprint(definitions, options.vhost, options.engine),
-        options.vhost,
-        options.engine,
-        commit.staging.uri,
-    )
-    settings = _read_settings(spark, dataset.format) if dataset.frame is not None else {}
+    """Run the routing job; the proven counts and the merged manifest.
+
+    DataFrame operations only (``mapInArrow``, ``collect``), so that a Spark Connect session
+    runs it as a classic one does; the progress bar needs a classic session's status tracker.
+    """
+    topology = ShippedTopology.of(definitions, options.vhost, options.engine)
+    task = Task(plan, commit.staging.uri)
+    parallelism = default_parallelism(spark)
+    settings = _read_settings(dataset.format, parallelism) if dataset.frame is not None else {}
     group = f"xroute-{uuid.uuid4().hex[:8]}"
+    progress = (
+        nullcontext()
+        if is_connect(spark)
+        else spark_progress(spark.sparkContext, group, "routing", enabled=options.progress)
+    )
     try:
-        with session_settings(spark, settings), spark_progress(
-            context, group, "routing", enabled=options.progress
-        ):
+        with session_settings(spark, settings), progress:
             mark = time.perf_counter()
-            route = partition_function(task, broadcast)
+            route = partition_function(task, topology)
             if dataset.frame is not None:
                 routed = dataset.frame.mapInArrow(route, MANIFEST_SCHEMA)
-                manifests = [json.loads(row[0]) for row in routed.collect()]
             else:
-                schema = _batch_schema(spark, dataset)
-                inputs = plan_splits(
-                    dataset.footers, io.TASKS_PER_CORE * context.defaultParallelism
-                )
-                tasks = context.parallelize(inputs, len(inputs))
-                manifests = [
-                    json.loads(text)
-                    for text in tasks.mapPartitions(split_function(route, schema)).collect()
-                ]
+                inputs = plan_splits(dataset.footers, io.TASKS_PER_CORE * parallelism)
+                reading = split_function(route, inputs, _batch_schema(spark, dataset))
+                routed = splits_frame(spark, len(inputs)).mapInArrow(reading, MANIFEST_SCHEMA)
+            manifests = [json.loads(row[0]) for row in routed.collect()]
             phases["route"] = time.perf_counter() - mark
             # Counted apart from the routing, for the invariant.
             mark = time.perf_counter()
@@ -186,8 +188,6 @@ def _route(
         raise
     except Exception as error:
         raise PipelineFailed(f"the Spark job failed: {spark_error(error)}") from None
-    finally:
-        broadcast.unpersist()
     manifest = merge_manifests(manifests)
     written = commit.keep_listed(manifest["files"])
     counts = {
@@ -213,16 +213,12 @@ def _count_input(dataset: io.Dataset) -> int:
     return dataset.frame.count()
 
 
-def _read_settings(spark: Any, fmt: str) -> dict[str, str | None]:
+def _read_settings(fmt: str, parallelism: int) -> dict[str, str | None]:
     """How Spark splits the input for this job."""
     if fmt == "parquet":
         # Several tasks per core even for a file of a few hundred MB: they balance better and
         # the progress bar moves (rows keep their numbers whatever the split).
-        return {
-            "spark.sql.files.minPartitionNum": str(
-                io.TASKS_PER_CORE * spark.sparkContext.defaultParallelism
-            )
-        }
+        return {"spark.sql.files.minPartitionNum": str(io.TASKS_PER_CORE * parallelism)}
     return dict(io.WHOLE_FILES)
 
 

@@ -40,11 +40,17 @@ from xroute.errors import (
 from xroute.pipeline import io
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.job import check_invariant, merge_manifests, spark_error
-from xroute.pipeline.spark import session_settings
+from xroute.pipeline.spark import master_of, session_settings
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
 from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
 from xroute.pipeline.transform import Plan
-from xroute.pipeline.worker import MANIFEST_SCHEMA, OUTPUTS, Task, fingerprint, partition_function
+from xroute.pipeline.worker import (
+    MANIFEST_SCHEMA,
+    OUTPUTS,
+    ShippedTopology,
+    Task,
+    partition_function,
+)
 from xroute.storage import Location, locate
 from xroute.topology import Topology
 
@@ -77,12 +83,11 @@ class StopRequested(Exception):
 
 
 class Definitions:
-    """The topology the stream routes with now: parsed, fingerprinted, broadcast; re-read at
-    a batch boundary when asked and the file changed."""
+    """The topology the stream routes with now: parsed, fingerprinted, packed for the tasks;
+    re-read at a batch boundary when asked and the file changed."""
 
-    def __init__(self, spark: Any, path: str, vhost: str | None, engine: str) -> None:
-        self.spark, self.path, self.vhost, self.engine = spark, path, vhost, engine
-        self.broadcast: Any = None
+    def __init__(self, path: str, vhost: str | None, engine: str) -> None:
+        self.path, self.vhost, self.engine = path, vhost, engine
         self.text = b""
         self._load(self._read())
 
@@ -99,12 +104,9 @@ class Definitions:
         definitions = read_definitions(parsed)
         # Checks the definitions, and numbers queues and bindings as the workers will.
         topology = Topology.from_definitions(definitions, vhost=self.vhost, engine="reference")
-        router = BatchRouter(topology)
-        if self.broadcast is not None:
-            self.broadcast.unpersist()
-        self.router, self.text = router, text
-        self.token = fingerprint(definitions, self.vhost, self.engine)
-        self.broadcast = self.spark.sparkContext.broadcast(definitions)
+        self.router, self.text = BatchRouter(topology), text
+        self.shipped = ShippedTopology.of(definitions, self.vhost, self.engine)
+        self.token = self.shipped.token
 
     def refresh(self) -> bool:
         """Re-read the file; whether it changed (a bad new file raises, naming it)."""
@@ -168,7 +170,7 @@ def run_stream(
     """Run the stream until it ends (``available_now``), fails, or is stopped (SIGINT: after
     the current batch); the summary of every committed batch."""
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
-    definitions = Definitions(spark, options.definitions, options.vhost, options.engine)
+    definitions = Definitions(options.definitions, options.vhost, options.engine)
     dataset = io.read_message_stream(
         spark, options.source, options.format, options.schema, options.max_files
     )
@@ -186,7 +188,7 @@ def run_stream(
             bindings=definitions.router.bindings,
             definitions=definitions.token,
             engine=options.engine,
-            master=spark.sparkContext.master,
+            master=master_of(spark),
             extra={"source": options.source, "checkpoint": options.checkpoint},
         )
         for name, data in summary_files(result).items():
@@ -242,7 +244,6 @@ def run_stream(
     finally:
         signal.signal(signal.SIGINT, previous)
         summaries.close()
-        definitions.broadcast.unpersist()
     return summary(markers)
 
 
@@ -252,16 +253,10 @@ def run_batch(
     """Route, write, prove and commit one micro-batch; its marker."""
     started = time.time()
     commit.begin()
-    task = Task(
-        plan,
-        definitions.token,
-        options.vhost,
-        options.engine,
-        commit.staging.uri,
-        count_files=True,  # the marker lists the files each batch read (lag, latency)
-    )
+    # The marker lists the files each batch read (lag, latency).
+    task = Task(plan, commit.staging.uri, count_files=True)
     try:
-        routed = frame.mapInArrow(partition_function(task, definitions.broadcast), MANIFEST_SCHEMA)
+        routed = frame.mapInArrow(partition_function(task, definitions.shipped), MANIFEST_SCHEMA)
         manifests = [json.loads(row[0]) for row in routed.collect()]
         read = frame.count()  # counted apart from the routing, for the invariant
     except XRouteError:
