@@ -132,17 +132,24 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
         server.stop()
 
 
-@pytest.fixture
-def spark_connect(connect_server: ConnectServer, monkeypatch: pytest.MonkeyPatch):
-    """A Spark Connect session on `connect_server`, made by the job's own `start_connect`.
-
-    pyspark picks classic or Connect columns (``pyspark.sql.functions``) by the variable
-    ``SPARK_CONNECT_MODE_ENABLED``, process-wide; a test run also holds a classic session, so
-    the variable is set for this test only."""
+@pytest.fixture(scope="session")
+def connect_session(connect_server: ConnectServer):
+    """One Spark Connect session on `connect_server` for the run, made by the job's own
+    `start_connect`; closed before the server stops. Tests use `spark_connect`."""
     from xroute.pipeline.spark import start_connect
 
+    session = start_connect(connect_server.url, app_name="xroute-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def spark_connect(connect_session, monkeypatch: pytest.MonkeyPatch):
+    """`connect_session`, for one test. pyspark picks classic or Connect columns
+    (``pyspark.sql.functions``) by the variable ``SPARK_CONNECT_MODE_ENABLED``, process-wide;
+    a test run also holds a classic session, so the variable is set for this test only."""
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
-    return start_connect(connect_server.url, app_name="xroute-tests")
+    return connect_session
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
