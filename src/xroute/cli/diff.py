@@ -12,7 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli
-from xroute.cli.options import resolve_definitions, vhost_option
+from xroute.cli.options import (
+    check_session_options,
+    remote_option,
+    resolve_definitions,
+    vhost_option,
+)
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.tools.diff import StaticDiff, static_diff
@@ -56,6 +61,7 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
     help="Topic matching engine on Spark.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print diff.json instead of tables.")
+@remote_option
 def diff(
     old: str,
     new: str,
@@ -67,6 +73,7 @@ def diff(
     fail_on: str,
     samples: int,
     master: str | None,
+    remote: str | None,
     overwrite: bool,
     engine: str,
     as_json: bool,
@@ -79,6 +86,7 @@ def diff(
     Exit 0 when nothing changes, 1 when something does (--fail-on lost: only when some message
     loses a queue), 2 on bad input.
     """
+    check_session_options(master, remote)
     if messages is not None and out is None:
         raise click.UsageError("--messages needs --out: the changed messages are written there")
     old_defs = resolve_definitions(old, vhost)
@@ -100,7 +108,7 @@ def diff(
             engine=engine, overwrite=overwrite, samples=samples,
         )
         report["messages"] = messages
-        traffic = run_diff(start_spark(master), options, report)
+        traffic = run_diff(start_spark(master, remote=remote), options, report)
         report["traffic"] = traffic.to_dict()
     elif out is not None:
         from xroute.pipeline.diff import publish_report

@@ -94,3 +94,18 @@ def load_topology(definitions: str, vhost: str | None, engine: str | None = None
     if engine is None:
         return Topology.from_definitions(source, vhost=vhost)
     return Topology.from_definitions(source, vhost=vhost, engine=engine)
+
+
+remote_option = click.option(
+    "--remote",
+    default=None,
+    metavar="sc://HOST:PORT",
+    help="Run on a Spark Connect server instead of starting Spark here (default: "
+    "$SPARK_REMOTE when set and no --master is given). Its Python workers need xroute.",
+)
+
+
+def check_session_options(master: str | None, remote: str | None) -> None:
+    """A run goes to a master or to a Connect server, not both."""
+    if master is not None and remote is not None:
+        raise click.UsageError("--master and --remote exclude each other")

@@ -10,7 +10,13 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
-from xroute.cli.options import definitions_option, resolve_definitions, vhost_option
+from xroute.cli.options import (
+    check_session_options,
+    definitions_option,
+    remote_option,
+    resolve_definitions,
+    vhost_option,
+)
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.pyarrow_reader import READERS
@@ -77,6 +83,7 @@ def _columns(text: str | None) -> tuple[str, ...]:
     default=None,
     help="Show a progress bar (default: when stderr is a terminal).",
 )
+@remote_option
 def pipeline(
     definitions: str,
     vhost: str | None,
@@ -85,6 +92,7 @@ def pipeline(
     exchange: str | None,
     fmt: str,
     master: str | None,
+    remote: str | None,
     overwrite: bool,
     keep_columns: str | None,
     engine: str,
@@ -99,6 +107,7 @@ def pipeline(
     credentials come from the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     AWS_ENDPOINT_URL, AWS_REGION), on the driver and on every executor.
     """
+    check_session_options(master, remote)
     from xroute.pipeline.job import PipelineOptions, run_pipeline
     from xroute.pipeline.spark import start_spark
     from xroute.pipeline.summary import summary_tables
@@ -119,7 +128,7 @@ def pipeline(
     )
     started = time.perf_counter()
     with console.status("starting Spark", spinner="dots") if options.progress else nullcontext():
-        spark = start_spark(master)
+        spark = start_spark(master, remote=remote)
     session_start = time.perf_counter() - started
     summary = run_pipeline(spark, options, session_start_s=session_start)
     for table in summary_tables(summary):

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
+from xroute.cli.options import check_session_options, load_topology, remote_option
 from xroute.cli.pipeline import _columns
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
@@ -92,6 +93,7 @@ def parse_interval(text: str) -> float:
     help="Topic matching engine.",
 )
 @click.option("--master", default=None, help="Spark master URL (default: local[*,3]).")
+@remote_option
 def stream(
     definitions: str,
     vhost: str | None,
@@ -108,6 +110,7 @@ def stream(
     keep_columns: str | None,
     engine: str,
     master: str | None,
+    remote: str | None,
 ) -> None:
     """Route files as they arrive in SOURCE, each message exactly once through crashes.
 
@@ -115,10 +118,9 @@ def stream(
     OUT/_batches/N.json, written last; OUT/summary.json and summary.png are updated after each
     batch. Restart with the same --checkpoint to resume. Ctrl-C stops after the current batch.
     """
+    check_session_options(master, remote)
     from xroute.pipeline.spark import start_spark
     from xroute.pipeline.stream import StreamOptions, run_stream
-
-    from xroute.cli.options import load_topology
 
     if available_now and trigger_interval is not None:
         raise click.UsageError("--available-now and --trigger-interval exclude each other")
@@ -142,7 +144,7 @@ def stream(
     )
     console = Console()
     console.print(f"[dim]starting Spark; streaming {source} into {out}")
-    spark = start_spark(master)
+    spark = start_spark(master, remote=remote)
     summary = run_stream(
         spark, options, say=lambda line: console.print(line, highlight=False, soft_wrap=True)
     )

@@ -194,10 +194,18 @@ def start_connect(url: str, app_name: str = "xroute") -> Any:
             "pip install 'xroute[connect]'",
             url,
         ) from None
+    from pyspark.sql import SparkSession
+
     spark_environment("local" if url.startswith("local") else None)
-    # The Connect builder itself, not pyspark.sql's: that one refuses to make a remote
-    # session in a process where a classic one runs (as in the tests).
-    session = ConnectSession.builder.remote(url).appName(app_name).getOrCreate()
+    if _active_session() is None:
+        # pyspark's own builder: it starts a local server for local[N], and switches
+        # pyspark.sql.functions to Connect columns for this process.
+        builder = SparkSession.builder
+    else:
+        # It refuses to make a remote session beside a classic one (as in the tests): the
+        # Connect builder does not.
+        builder = ConnectSession.builder
+    session = builder.remote(url).appName(app_name).getOrCreate()
     try:
         session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     except Exception as error:  # the first call is the first contact with the server
@@ -231,11 +239,8 @@ def master_of(spark: Any) -> str:
 
 
 def _connect_url(spark: Any) -> str:
-    client = spark.client
-    host = getattr(client, "host", None)
-    builder = getattr(client, "_builder", None)
-    port = getattr(builder, "port", None) if builder is not None else None
-    return f"sc://{host}:{port}" if host and port else "Spark Connect"
+    endpoint = getattr(getattr(spark.client, "_builder", None), "endpoint", None)
+    return f"sc://{endpoint}" if endpoint else "Spark Connect"
 
 
 def _first_line(error: BaseException) -> str:
