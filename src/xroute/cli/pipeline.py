@@ -15,6 +15,7 @@ from xroute.cli.options import (
     definitions_option,
     remote_option,
     resolve_definitions,
+    table_format_option,
     vhost_option,
 )
 from xroute.engines import ENGINES
@@ -84,6 +85,7 @@ def _columns(text: str | None) -> tuple[str, ...]:
     help="Show a progress bar (default: when stderr is a terminal).",
 )
 @remote_option
+@table_format_option
 def pipeline(
     definitions: str,
     vhost: str | None,
@@ -93,6 +95,7 @@ def pipeline(
     fmt: str,
     master: str | None,
     remote: str | None,
+    table_format: str,
     overwrite: bool,
     keep_columns: str | None,
     engine: str,
@@ -122,6 +125,7 @@ def pipeline(
         overwrite=overwrite,
         keep_columns=_columns(keep_columns),
         engine=engine,
+        table_format=table_format,
         vhost=vhost,
         reader=reader,
         progress=sys.stderr.isatty() if progress is None else progress,

@@ -8,7 +8,12 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
-from xroute.cli.options import check_session_options, load_topology, remote_option
+from xroute.cli.options import (
+    check_session_options,
+    load_topology,
+    remote_option,
+    table_format_option,
+)
 from xroute.cli.pipeline import _columns
 from xroute.engines import ENGINES
 from xroute.pipeline.engine import PIPELINE_ENGINE
@@ -94,6 +99,7 @@ def parse_interval(text: str) -> float:
 )
 @click.option("--master", default=None, help="Spark master URL (default: local[*,3]).")
 @remote_option
+@table_format_option
 def stream(
     definitions: str,
     vhost: str | None,
@@ -111,6 +117,7 @@ def stream(
     engine: str,
     master: str | None,
     remote: str | None,
+    table_format: str,
 ) -> None:
     """Route files as they arrive in SOURCE, each message exactly once through crashes.
 
@@ -140,6 +147,7 @@ def stream(
         reload_definitions=reload_definitions,
         keep_columns=_columns(keep_columns),
         engine=engine,
+        table_format=table_format,
         vhost=vhost,
     )
     console = Console()

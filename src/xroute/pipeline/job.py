@@ -28,6 +28,7 @@ from xroute.engines import TopicMatcher
 from xroute.errors import DatasetError, PipelineFailed, XRouteError
 from xroute.pipeline import io
 from xroute.pipeline.commit import Commit
+from xroute.pipeline.delta import DeltaCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
 from xroute.pipeline.pyarrow_reader import (
@@ -66,6 +67,7 @@ class PipelineOptions:
     vhost: str | None = None
     reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.pyarrow_reader`
     progress: bool = False
+    table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
 
 
@@ -74,7 +76,9 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """Run the job on ``spark`` and return its summary (also written to DIR/summary.json)."""
     started = time.perf_counter()
-    commit = Commit(options.out, OUTPUTS, options.overwrite)
+    check_table_format(options.table_format)
+    writer = DeltaCommit if options.table_format == "delta" else Commit
+    commit = writer(options.out, OUTPUTS, options.overwrite)
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = read_definitions(options.definitions, options.vhost)
     # Checks the definitions, and numbers the queues and bindings as the workers will; the
@@ -107,6 +111,7 @@ def run_pipeline(
             master=master_of(spark),
             extra={
                 "format": dataset.format,
+                "table_format": options.table_format,
                 "reader": "spark" if dataset.frame is not None else "pyarrow",
                 "partitions": manifest["partitions"],
                 "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()},

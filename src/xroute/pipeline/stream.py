@@ -38,6 +38,7 @@ from xroute.errors import (
     XRouteError,
 )
 from xroute.pipeline import io
+from xroute.pipeline.delta import DeltaBatchCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.job import check_invariant, merge_manifests, spark_error
 from xroute.pipeline.spark import master_of, session_settings
@@ -75,6 +76,7 @@ class StreamOptions:
     keep_columns: tuple[str, ...] = ()
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
+    table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
 
 
 class StopRequested(Exception):
@@ -170,6 +172,7 @@ def run_stream(
     """Run the stream until it ends (``available_now``), fails, or is stopped (SIGINT: after
     the current batch); the summary of every committed batch."""
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
+    check_table_format(options.table_format)
     definitions = Definitions(options.definitions, options.vhost, options.engine)
     dataset = io.read_message_stream(
         spark, options.source, options.format, options.schema, options.max_files
@@ -206,7 +209,7 @@ def run_stream(
             if stopping:
                 raise StopRequested()
             _record_stream(out, options.checkpoint)  # before any marker of this stream
-            commit = BatchCommit(out, OUTPUTS, batch_id)
+            commit = _batch_commit(out, batch_id, options)
             if commit.done():
                 say(f"batch {batch_id:>5}  already committed: skipped (a replay)")
                 return
@@ -282,6 +285,16 @@ def run_batch(
             "started_at": started,
         }
     )
+
+
+def _batch_commit(out: Location, batch_id: int, options: StreamOptions) -> BatchCommit:
+    """How batch ``batch_id`` reaches OUT: Parquet folders and a marker, or Delta tables
+    appended by app transactions named by the checkpoint's id (the stream's identity)."""
+    if options.table_format == "delta":
+        app_id = _checkpoint_id(options.checkpoint)
+        assert app_id is not None  # _record_stream waited for it
+        return DeltaBatchCommit(out, OUTPUTS, batch_id, app_id=f"xroute-stream-{app_id}")
+    return BatchCommit(out, OUTPUTS, batch_id)
 
 
 def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
