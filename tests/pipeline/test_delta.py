@@ -168,3 +168,35 @@ def _forget_last_commit(table: Path) -> None:
     """Remove a table's last log entry, as if the writer had died just before making it."""
     entries = sorted((table / DELTA_LOG).glob("*.json"))
     entries[-1].unlink()
+
+
+@pytest.mark.s3
+def test_the_s3_store_refuses_a_conditional_put_over_an_existing_object(s3_store):
+    """What delta-rs's ``aws_conditional_put=etag`` relies on for safe concurrent commits:
+    ``If-None-Match: *`` fails with 412 when the key exists (SeaweedFS does honour it)."""
+    from tests.services.s3_put import put_object
+
+    bucket = s3_store.new_bucket("conditional").removeprefix("s3://")
+    create = {"If-None-Match": "*"}
+    assert put_object(s3_store.env, bucket, "_delta_log/0.json", b"first", create) == 200
+    assert put_object(s3_store.env, bucket, "_delta_log/0.json", b"second", create) == 412
+    assert put_object(s3_store.env, bucket, "_delta_log/0.json", b"third") == 200  # unconditional
+
+
+@pytest.mark.s3
+def test_a_writer_with_a_stale_view_of_an_s3_table_loses_no_commit(s3_store):
+    """Two writers of one table on S3: the second commits from a snapshot the first has
+    already moved past, so its log entry's name is taken. With the conditional put the store
+    refuses the overwrite and delta-rs commits it as the next version: both appends stay."""
+    import pyarrow as pa
+
+    uri = f"{s3_store.new_bucket('stale')}/table"
+    options = storage_options(locate(uri))
+    assert options is not None and options["aws_conditional_put"] == "etag"
+    deltalake.write_deltalake(uri, pa.table({"n": [0]}), storage_options=options)
+    stale = deltalake.DeltaTable(uri, storage_options=options)  # at version 0
+    deltalake.write_deltalake(uri, pa.table({"n": [1]}), mode="append", storage_options=options)
+    deltalake.write_deltalake(stale, pa.table({"n": [2]}), mode="append")
+    table = deltalake.DeltaTable(uri, storage_options=options)
+    assert sorted(table.to_pandas()["n"]) == [0, 1, 2]
+    assert table.version() == 2
