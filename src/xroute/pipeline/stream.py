@@ -41,7 +41,7 @@ from xroute.pipeline import io
 from xroute.pipeline.delta import DeltaBatchCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.job import check_invariant, merge_manifests, spark_error
-from xroute.pipeline.spark import master_of, session_settings
+from xroute.pipeline.spark import is_connect, master_of, session_settings
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
 from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
 from xroute.pipeline.transform import Plan
@@ -88,10 +88,13 @@ class Definitions:
     """The topology the stream routes with now: parsed, fingerprinted, packed for the tasks;
     re-read at a batch boundary when asked and the file changed."""
 
-    def __init__(self, path: str, vhost: str | None, engine: str) -> None:
+    def __init__(
+        self, path: str, vhost: str | None, engine: str, text: bytes | None = None
+    ) -> None:
+        """Read ``path``, or take ``text`` as its content (as read by the client)."""
         self.path, self.vhost, self.engine = path, vhost, engine
         self.text = b""
-        self._load(self._read())
+        self._load(self._read() if text is None else text)
 
     def _read(self) -> bytes:
         return locate(self.path).read_bytes()
@@ -201,6 +204,11 @@ def run_stream(
     # Drawn beside the stream, not inside a batch: the plot takes about a second here.
     summaries = Background(summary)
 
+    def report(batch_id: int, marker: dict[str, Any]) -> None:
+        markers[batch_id] = marker
+        summaries.submit(dict(markers))
+        say(status_line(marker, _lag(options.source, markers)))
+
     def process(frame: Any, batch_id: int) -> None:
         with state.lock:
             stopping = state.stop.is_set()
@@ -216,15 +224,26 @@ def run_stream(
             commit.clear()
             if options.reload_definitions and definitions.refresh():
                 say(f"batch {batch_id:>5}  new definitions from {options.definitions}")
-            marker = run_batch(frame, commit, plan, definitions, options)
-            markers[batch_id] = marker
-            summaries.submit(dict(markers))
-            say(status_line(marker, _lag(options.source, markers)))
+            report(batch_id, run_batch(frame, commit, plan, definitions, options))
         except BaseException as error:
             state.error = error
             raise
         finally:
             state.running = False
+
+    def new_markers() -> None:
+        if options.reload_definitions:
+            definitions.refresh()
+        for batch_id, marker in committed_batches(out).items():
+            if batch_id not in markers:
+                report(batch_id, marker)
+
+    poll: Callable[[], None] | None = None
+    if is_connect(spark):
+        # foreachBatch runs in a Python process of the Connect server, not here: the batch
+        # function carries all it needs, and this process learns of each batch by its marker.
+        process = remote_batch_function(options, plan, definitions.text)
+        poll = new_markers
 
     writer = (
         dataset.frame.writeStream.foreachBatch(process)
@@ -243,7 +262,9 @@ def run_stream(
     try:
         with session_settings(spark, settings):
             query = writer.start()
-            _wait(query, state, say)
+            _wait(query, state, say, poll)
+            if poll is not None:
+                poll()
     finally:
         signal.signal(signal.SIGINT, previous)
         summaries.close()
@@ -297,11 +318,41 @@ def _batch_commit(out: Location, batch_id: int, options: StreamOptions) -> Batch
     return BatchCommit(out, OUTPUTS, batch_id)
 
 
-def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
-    """Until the query ends; turns its failure into an `XRouteError`."""
+def remote_batch_function(
+    options: StreamOptions, plan: Plan, text: bytes
+) -> Callable[[Any, int], None]:
+    """foreachBatch's function for a Spark Connect session, where it runs in a Python process
+    of the server: self-contained (the definitions as the client read them travel in it), it
+    commits each batch exactly as the classic path does, and reports through its marker."""
+
+    def process(frame: Any, batch_id: int) -> None:
+        out = locate(options.out)
+        _record_stream(out, options.checkpoint)
+        commit = _batch_commit(out, batch_id, options)
+        if commit.done():
+            return
+        commit.clear()
+        definitions = Definitions(options.definitions, options.vhost, options.engine, text)
+        if options.reload_definitions:
+            definitions.refresh()
+        run_batch(frame, commit, plan, definitions, options)
+
+    return process
+
+
+def _wait(
+    query: Any,
+    state: _State,
+    say: Callable[[str], None],
+    poll: Callable[[], None] | None = None,
+) -> None:
+    """Until the query ends, calling ``poll`` between checks; turns its failure into an
+    `XRouteError`."""
     from pyspark.errors import StreamingQueryException
 
     while True:
+        if poll is not None:
+            poll()
         try:
             if query.awaitTermination(0.5):
                 return
