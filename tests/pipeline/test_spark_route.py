@@ -177,14 +177,20 @@ def test_route_on_a_stream(spark, tmp_path):
     assert all(r["queues"] == ["all"] and r["error"] is None for r in rows)
 
 
-def test_the_readme_pyspark_example_runs(spark):
-    """The README's PySpark example (a ``py`` block: it needs Spark, which this fixture has)."""
+@pytest.mark.parametrize("mode", ["classic", "connect"])
+def test_the_readme_pyspark_examples_run(spark, mode, request, monkeypatch):
+    """The README's PySpark examples (``py`` blocks: they need Spark), on the classic session
+    and, with ``SPARK_REMOTE`` naming the private Connect server, on Spark Connect."""
     import re
     from pathlib import Path
 
+    if mode == "connect":
+        server = request.getfixturevalue("connect_server")
+        request.getfixturevalue("spark_connect")  # Connect mode for this test
+        monkeypatch.setenv("SPARK_REMOTE", server.url)
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     blocks = re.findall(r"```py\n(.*?)```", readme, re.S)
-    assert blocks, "the README has no PySpark example"
+    assert len(blocks) >= 2, "the README has lost its PySpark examples"
     for block in blocks:
-        assert len(block.strip().splitlines()) <= 12
+        assert len(block.strip().splitlines()) <= 14
         exec(compile(block, "README.md", "exec"), {})
