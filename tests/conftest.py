@@ -116,13 +116,12 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     on a free loopback port for the whole run: 10-25 s to start, more on a loaded machine.
     Its Python workers import this checkout's xroute. Fails, quoting the server's log, when it
     does not listen in time."""
-    from tests.services.cluster import ClusterFailed
-    from tests.services.connect import ConnectServer
+    from tests.services.connect import ConnectServer, ConnectUnavailable
 
     server = ConnectServer(tmp_path_factory.mktemp("spark-connect"))
     try:
         server.start()
-    except ClusterFailed as error:
+    except ConnectUnavailable as error:
         pytest.fail(f"connect_server: {error}", pytrace=False)
     assert server.startup_seconds is not None
     _STARTUP_SECONDS["connect_server (Spark Connect)"] = server.startup_seconds
