@@ -13,8 +13,8 @@ import re
 import time
 import uuid
 from collections import Counter
-from contextlib import nullcontext
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 

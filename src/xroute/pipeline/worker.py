@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import time
 import uuid
 import zlib
@@ -53,9 +54,10 @@ _ROUTERS: dict[str, BatchRouter] = {}
 
 @dataclass(frozen=True)
 class ShippedTopology:
-    """A topology as the tasks get it: the definitions as compressed JSON (cheap to unpickle:
-    parsed only by a worker that has not built this router yet), the virtual host, the engine,
-    and their fingerprint, the key of the workers' router cache."""
+    """A topology as the tasks get it: the definitions pickled and compressed (one bytes
+    object, cheap to unpickle with the function: opened only by a worker that has not built
+    this router yet), the virtual host, the engine, and their fingerprint, the key of the
+    workers' router cache."""
 
     token: str
     definitions: bytes
@@ -65,15 +67,15 @@ class ShippedTopology:
     @classmethod
     def of(cls, definitions: Any, vhost: str | None, engine: str) -> ShippedTopology:
         """Pack a parsed definitions export for the tasks."""
-        text = json.dumps(definitions, sort_keys=True, default=str).encode()
-        token = hashlib.sha256(json.dumps([vhost, engine]).encode() + text).hexdigest()[:24]
-        return cls(token, zlib.compress(text), vhost, engine)
+        text = json.dumps([definitions, vhost, engine], sort_keys=True, default=str)
+        token = hashlib.sha256(text.encode()).hexdigest()[:24]
+        return cls(token, zlib.compress(pickle.dumps(definitions)), vhost, engine)
 
     def router(self) -> BatchRouter:
         """The router of this topology in this worker process, built on first use."""
         router = _ROUTERS.get(self.token)
         if router is None:
-            definitions = json.loads(zlib.decompress(self.definitions))
+            definitions = pickle.loads(zlib.decompress(self.definitions))
             topology = Topology.from_definitions(definitions, vhost=self.vhost, engine=self.engine)
             router = BatchRouter(topology)
             if len(_ROUTERS) >= MAX_ROUTERS:  # a worker serves few topologies at a time
