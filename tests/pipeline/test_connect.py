@@ -22,10 +22,12 @@ from xroute.pipeline.diff import DiffOptions, run_diff
 from xroute.pipeline.job import PipelineOptions, run_pipeline
 
 pytestmark = pytest.mark.spark
-COUNT = 3000
+COUNT = 2000
 OUTPUTS = ("deliveries", "unroutable", "rejected")
 # What a summary holds that depends on the session or the clock, not on the messages.
-READERS = ("pyarrow", "spark")
+# The pyarrow reader: its splits are read through spark.range on Connect (Spark's own reader
+# is a plain mapInArrow, which the route() tests run on Connect).
+READERS = ("pyarrow",)
 RUN_FIELDS = ("wall_time_s", "messages_per_s", "session_start_s", "master", "phases_s", "task_seconds", "partitions")
 
 
