@@ -145,29 +145,15 @@ def test_master_and_remote_exclude_each_other(tmp_path):
 def test_the_stream_on_connect_commits_every_message_exactly_once(spark_connect, tmp_path):
     """foreachBatch runs in the server's Python process: each batch is routed, proven and
     committed there, and this process reports the batches from their markers."""
-    from tests.pipeline.test_stream import assert_exactly_once, batch_of, land
+    from tests.pipeline.test_stream import assert_exactly_once, landed_files, options
     from xroute import Topology
-    from xroute.pipeline.stream import StreamOptions, run_stream
+    from xroute.pipeline.stream import run_stream
     from xroute.pipeline.stream_commit import committed_batches
 
-    source = tmp_path / "in"
-    source.mkdir()
-    (tmp_path / "defs.json").write_text(json.dumps(data.definitions()))
-    chunks = [batch_of(i * 400, i) for i in range(3)]
-    for i, chunk in enumerate(chunks):
-        land(source, f"f{i:03d}.parquet", chunk)
-    options = StreamOptions(
-        definitions=str(tmp_path / "defs.json"),
-        source=str(source),
-        out=str(tmp_path / "out"),
-        checkpoint=str(tmp_path / "checkpoint"),
-        max_files=1,
-        available_now=True,
-    )
+    records = landed_files(tmp_path)
     lines: list[str] = []
-    summary = run_stream(spark_connect, options, say=lines.append)
+    summary = run_stream(spark_connect, options(tmp_path), say=lines.append)
 
-    records = [r for chunk in chunks for r in chunk]
     expected = data.expected(Topology.from_definitions(data.definitions()), records)
     assert list(committed_batches(str(tmp_path / "out"))) == [0, 1, 2]
     assert_exactly_once(str(tmp_path / "out"), expected, records)

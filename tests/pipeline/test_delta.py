@@ -13,13 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.pipeline import data
-from tests.pipeline.test_stream import batch_of, forget_commit, land
+from tests.pipeline.test_stream import forget_commit, landed_files
+from tests.pipeline.test_stream import options as stream_options
 from xroute import Topology
 from xroute.errors import PipelineFailed
 from xroute.pipeline import job
 from xroute.pipeline.delta import DELTA_LOG, DeltaBatchCommit, storage_options
 from xroute.pipeline.job import PipelineOptions, run_pipeline
-from xroute.pipeline.stream import StreamOptions, run_stream
+from xroute.pipeline.stream import run_stream
 from xroute.pipeline.stream_commit import committed_batches
 from xroute.pipeline.worker import OUTPUTS
 from xroute.storage import locate
@@ -110,24 +111,10 @@ def test_a_run_whose_counts_do_not_add_up_commits_no_table(spark, dataset, tmp_p
 
 
 def test_stream_batches_are_app_transactions_and_a_replay_commits_nothing_twice(spark, tmp_path):
-    source = tmp_path / "in"
-    source.mkdir()
-    (tmp_path / "defs.json").write_text(json.dumps(data.definitions()))
-    chunks = [batch_of(i * 400, i) for i in range(3)]
-    for i, chunk in enumerate(chunks):
-        land(source, f"f{i:03d}.parquet", chunk)
-    settings = StreamOptions(
-        definitions=str(tmp_path / "defs.json"),
-        source=str(source),
-        out=str(tmp_path / "out"),
-        checkpoint=str(tmp_path / "checkpoint"),
-        max_files=1,
-        available_now=True,
-        table_format="delta",
-    )
+    records = landed_files(tmp_path)
+    settings = stream_options(tmp_path, table_format="delta")
     run_stream(spark, settings, say=lambda _: None)
     out = str(tmp_path / "out")
-    records = [r for chunk in chunks for r in chunk]
     expected = data.expected(Topology.from_definitions(data.definitions()), records)
     assert list(committed_batches(out)) == [0, 1, 2]
     assert_exactly_once(out, expected, len(records))

@@ -9,7 +9,8 @@ failed run, a task retried, a batch that died) is invisible, with no xroute code
 reading side: pandas, Polars or pyarrow through ``deltalake``, Spark with Delta, DuckDB...
 
 - The batch job (`DeltaCommit`) commits each table once, after the invariant holds; a failed
-  run commits nothing (``--overwrite`` replaces earlier tables as it replaces folders).
+  run commits nothing (``--overwrite`` removes earlier tables as it removes folders, before
+  the new ones are made).
 - Each stream batch (`DeltaBatchCommit`) appends with an app transaction
   (``app_id`` = the stream's checkpoint id, ``version`` = the batch id): a batch replayed after
   a crash is recognised table by table, and a table that already holds it is left alone.
@@ -85,7 +86,6 @@ def is_table(table: Location) -> bool:
 def commit_table(
     table: Location,
     files: Iterable[Location],
-    overwrite: bool = False,
     app: tuple[str, int] | None = None,
 ) -> None:
     """Add ``files`` (Parquet parts already inside ``table``'s folder) to the Delta table in
@@ -111,7 +111,7 @@ def commit_table(
         current = DeltaTable(uri, storage_options=options)
         current.create_write_transaction(
             actions,
-            mode="overwrite" if overwrite else "append",
+            mode="append",
             schema=schema if files else current.schema(),
             commit_properties=properties,
         )
