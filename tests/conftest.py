@@ -11,6 +11,7 @@ from xroute import ENGINES, TopicMatcher
 
 if TYPE_CHECKING:
     from tests.services.cluster import StandaloneCluster
+    from tests.services.connect import ConnectServer
     from tests.services.seaweedfs import SeaweedFS
 
 # Start-up time of each service fixture, reported at the end of the run (never asserted).
@@ -107,6 +108,47 @@ def split_cluster(
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A private Spark Connect server (pyspark's own ``start-connect-server.sh``, local[2,3])
+    on a free loopback port for the whole run: 10-25 s to start, more on a loaded machine.
+    Its Python workers import this checkout's xroute. Fails, quoting the server's log, when it
+    does not listen in time."""
+    from tests.services.connect import ConnectServer, ConnectUnavailable
+
+    server = ConnectServer(tmp_path_factory.mktemp("spark-connect"))
+    try:
+        server.start()
+    except ConnectUnavailable as error:
+        pytest.fail(f"connect_server: {error}", pytrace=False)
+    assert server.startup_seconds is not None
+    _STARTUP_SECONDS["connect_server (Spark Connect)"] = server.startup_seconds
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_session(connect_server: ConnectServer):
+    """One Spark Connect session on `connect_server` for the run, made by the job's own
+    `start_connect`; closed before the server stops. Tests use `spark_connect`."""
+    from xroute.pipeline.spark import start_connect
+
+    session = start_connect(connect_server.url, app_name="xroute-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def spark_connect(connect_session, monkeypatch: pytest.MonkeyPatch):
+    """`connect_session`, for one test. pyspark picks classic or Connect columns
+    (``pyspark.sql.functions``) by the variable ``SPARK_CONNECT_MODE_ENABLED``, process-wide;
+    a test run also holds a classic session, so the variable is set for this test only."""
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    return connect_session
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -246,6 +246,15 @@ class JavaUnavailable(XRouteError, RuntimeError):
         self.java = java
 
 
+class SparkConnectUnavailable(XRouteError, RuntimeError):
+    """A Spark Connect session cannot be made: the client libraries are missing, or the server
+    at ``url`` does not answer."""
+
+    def __init__(self, message: str, url: Any = None) -> None:
+        super().__init__(message)
+        self.url = url
+
+
 class PipelineFailed(XRouteError, RuntimeError):
     """A pipeline run that could not prove its result (input = delivered + unroutable +
     rejected, and every written file counted), or whose Spark job failed; nothing was kept."""

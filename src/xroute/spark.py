@@ -10,8 +10,10 @@ routed.where("size(queues) = 0 AND error IS NULL")  # unroutable
 One row in, one row out, in the same order, with every input column kept: no message can be
 lost by construction. The routing is `xroute.batch.BatchRouter`, proven equal to
 `Topology.route_message`, run batch by batch on Arrow (``mapInArrow``), never a row UDF. The
-topology travels to the executors by broadcast, and each Python worker builds its router once.
-The result is lazy and works on any DataFrame, batch or streaming.
+topology travels inside the function itself (no ``SparkContext``), so a Spark Connect session
+(``SparkSession.builder.remote("sc://host:15002")``) routes exactly as a classic one; each
+Python worker builds its router once. The result is lazy and works on any DataFrame, batch or
+streaming.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from xroute.pipeline.transform import (
     reason,
     route_records,
 )
-from xroute.pipeline.worker import fingerprint, router_for
+from xroute.pipeline.worker import ShippedTopology
 from xroute.topology import Topology
 
 QUEUES, ERROR = "queues", "error"
@@ -99,13 +101,9 @@ def route(
             StructField(error_column, StringType(), True),
         ]
     )
-    broadcast = df.sparkSession.sparkContext.broadcast(definitions)
     function = _batch_function(
-        token=fingerprint(definitions, vhost, engine),
-        definitions=broadcast,
-        vhost=vhost,
-        engine=engine,
-        columns=Columns(
+        ShippedTopology.of(definitions, vhost, engine),
+        Columns(
             routing_key,
             exchange_column if exchange_column in columns else None,
             headers if headers in columns else None,
@@ -167,10 +165,10 @@ def routes_of(router: BatchRouter, batch: pa.RecordBatch, columns: Columns) -> p
 
 
 def _batch_function(
-    token: str, definitions: Any, vhost: str | None, engine: str, columns: Columns
+    topology: ShippedTopology, columns: Columns
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def route_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        router = router_for(token, definitions, vhost, engine)
+        router = topology.router()
         for batch in batches:
             yield routes_of(router, batch, columns)
 

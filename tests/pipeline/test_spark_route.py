@@ -1,5 +1,6 @@
 """`xroute.spark.route` equals `Topology.route_message`, record by record: one row out per row
-in, every input column kept, ``queues`` sorted, ``error`` the library's own error."""
+in, every input column kept, ``queues`` sorted, ``error`` the library's own error; on a classic
+session and on a Spark Connect session (a real server from the pyspark package) alike."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ def json_headers(headers: Any) -> str | None:
     )
 
 
+@pytest.fixture(params=["classic", "connect"])
+def session(request):
+    """The classic test session, then a Spark Connect session on the private server."""
+    return request.getfixturevalue("spark" if request.param == "classic" else "spark_connect")
+
+
 records = st.lists(
     st.tuples(
         st.sampled_from([*EXCHANGES, None, "nowhere"]),
@@ -71,8 +78,8 @@ records = st.lists(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(topology=topologies(), rows=records, default=st.sampled_from([None, "x0", "x1"]))
-def test_route_equals_route_message(spark, topology, rows, default):
-    frame = spark.createDataFrame(
+def test_route_equals_route_message(session, topology, rows, default):
+    frame = session.createDataFrame(
         [(i, exchange, key, text) for i, (exchange, key, text) in enumerate(rows)], SCHEMA
     )
     routed = route(frame, topology, exchange=default).collect()
@@ -86,7 +93,7 @@ def test_route_equals_route_message(spark, topology, rows, default):
         assert (row["exchange"], row["routing_key"], row["headers"]) == (exchange, key, text)
 
 
-def test_route_on_the_pipeline_topology(spark, tmp_path):
+def test_route_on_the_pipeline_topology(session, tmp_path):
     """Every exchange type, CC/BCC, e2e, alternates, internal exchanges, malformed records;
     the DataFrame read from Parquet, topology given as a definitions file."""
     records = data.messages(3000, seed=5)
@@ -96,7 +103,7 @@ def test_route_on_the_pipeline_topology(spark, tmp_path):
     definitions.write_text(json.dumps(data.definitions()))
     topology = Topology.from_definitions(data.definitions())
 
-    routed = route(spark.read.parquet(str(path)), str(definitions)).collect()
+    routed = route(session.read.parquet(str(path)), str(definitions)).collect()
 
     assert [r["message_id"] for r in routed] == [r["message_id"] for r in records]
     for row, record in zip(routed, records):
@@ -107,12 +114,12 @@ def test_route_on_the_pipeline_topology(spark, tmp_path):
         assert row["size"] == record["size"]
 
 
-def test_route_reads_map_headers_and_a_default_exchange(spark):
+def test_route_reads_map_headers_and_a_default_exchange(session):
     t = Topology()
     t.declare_exchange("h", "headers")
     t.declare_queue("sensors")
     t.bind("h", "sensors", "", {"x-match": "all", "kind": "sensor"})
-    frame = spark.createDataFrame(
+    frame = session.createDataFrame(
         [("k", {"kind": "sensor"}), ("k", {"kind": "camera"}), ("k", None)],
         "routing_key string, headers map<string,string>",
     )
@@ -170,16 +177,22 @@ def test_route_on_a_stream(spark, tmp_path):
     assert all(r["queues"] == ["all"] and r["error"] is None for r in rows)
 
 
-def test_the_readme_pyspark_example_runs(spark):
-    """The README's PySpark example (a ``py`` block: it needs Spark, which this fixture has)."""
+@pytest.mark.parametrize("mode", ["classic", "connect"])
+def test_the_readme_pyspark_examples_run(spark, mode, request, monkeypatch):
+    """The README's PySpark examples (``py`` blocks: they need Spark), on the classic session
+    and, with ``SPARK_REMOTE`` naming the private Connect server, on Spark Connect."""
     import re
     from pathlib import Path
 
+    if mode == "connect":
+        server = request.getfixturevalue("connect_server")
+        request.getfixturevalue("spark_connect")  # Connect mode for this test
+        monkeypatch.setenv("SPARK_REMOTE", server.url)
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     blocks = re.findall(r"```py\n(.*?)```", readme, re.S)
-    assert blocks, "the README has no PySpark example"
+    assert len(blocks) >= 2, "the README has lost its PySpark examples"
     for block in blocks:
-        assert len(block.strip().splitlines()) <= 12
+        assert len(block.strip().splitlines()) <= 14
         exec(compile(block, "README.md", "exec"), {})
 
 

@@ -199,6 +199,18 @@ def options(tmp_path: Path, **changes: Any) -> StreamOptions:
     return StreamOptions(**settings)
 
 
+def landed_files(tmp_path: Path, files: int = 3) -> list[dict[str, Any]]:
+    """The test definitions and ``files`` files landed where `options` looks (one batch each);
+    their records."""
+    source = tmp_path / "in"
+    source.mkdir()
+    (tmp_path / "defs.json").write_text(json.dumps(data.definitions()))
+    chunks = [batch_of(i * PER_FILE, i) for i in range(files)]
+    for i, chunk in enumerate(chunks):
+        land(source, f"f{i:03d}.parquet", chunk)
+    return [r for chunk in chunks for r in chunk]
+
+
 def forget_commit(checkpoint: Path, batch_id: int) -> None:
     """Make Spark's checkpoint as a driver killed before committing ``batch_id`` leaves it."""
     (checkpoint / "commits" / str(batch_id)).unlink()

@@ -124,21 +124,6 @@ def test_a_source_spark_cannot_list_is_refused_up_front(source):
     assert caught.value.path == source
 
 
-class _Broadcasts:
-    """Just what `Definitions` asks of a SparkSession: ``sparkContext.broadcast``."""
-
-    def __init__(self) -> None:
-        self.sparkContext = self
-        self.made: list[object] = []
-
-    def broadcast(self, value):
-        self.made.append(value)
-        return self
-
-    def unpersist(self) -> None:
-        pass
-
-
 def test_definitions_reload_only_on_change_and_name_a_bad_file(tmp_path):
     import json
 
@@ -148,16 +133,16 @@ def test_definitions_reload_only_on_change_and_name_a_bad_file(tmp_path):
 
     path = tmp_path / "defs.json"
     path.write_text(json.dumps(data.definitions()))
-    spark = _Broadcasts()
-    definitions = Definitions(spark, str(path), None, "trie")
-    first = definitions.token
-    assert not definitions.refresh() and len(spark.made) == 1
+    definitions = Definitions(str(path), None, "trie")
+    first, shipped = definitions.token, definitions.shipped
+    assert not definitions.refresh() and definitions.shipped is shipped
     changed = data.definitions()
     queue = {"name": "new", "durable": True, "auto_delete": False, "arguments": {}}
     changed["queues"].append(queue)
     path.write_text(json.dumps(changed))
     assert definitions.refresh() and definitions.token != first
-    assert "new" in definitions.router.queues and len(spark.made) == 2
+    assert "new" in definitions.router.queues and definitions.shipped.token == definitions.token
+    assert "new" in definitions.shipped.router().queues  # what the tasks build from it
     path.write_text("{not json")
     with pytest.raises(DefinitionsError, match=f"cannot read definitions file '{path}'"):
         definitions.refresh()

@@ -17,6 +17,9 @@ Measured in the same run, over the same Parquet file:
 - the same file through `xroute.spark.route` on a DataFrame (Spark reads it, the user's own
   code writes the routed frame with Spark's writer): what a data engineer gets from the API;
 - the pipeline again with input and output on a real S3 store (a private SeaweedFS);
+- the pipeline again publishing Delta Lake tables (``--table-format delta``);
+- the pipeline again on a private Spark Connect server (`xroute.bench.connect`) with the same
+  master, the client in this process;
 - the peer a data engineer would write without xroute: a cross join of messages with bindings,
   one exact regex per binding (``rlike``), on a slice of the messages it finishes in time;
 - for scale: `Topology.route` message by message on a slice of the keys.
@@ -130,8 +133,11 @@ def run_spark(
     engine: str,
     reader: str = "auto",
     environment: dict[str, str] | None = None,
+    table_format: str = "parquet",
+    remote: str | None = None,
 ) -> dict[str, Any]:
-    """The pipeline on Spark; its summary, with the session start measured apart.
+    """The pipeline on Spark (on the Connect server at ``remote`` if given); its summary, with
+    the session start measured apart.
 
     ``environment`` goes to the Python workers (PySpark keeps one JVM per process, whose own
     environment is the one it started with)."""
@@ -139,9 +145,10 @@ def run_spark(
     from xroute.pipeline.spark import start_spark
 
     started = time.perf_counter()
-    spark = start_spark(master)
+    spark = start_spark(master if remote is None else None, remote=remote)
     session_start = time.perf_counter() - started
-    spark.sparkContext.environment.update(environment or {})
+    if environment:
+        spark.sparkContext.environment.update(environment)
     try:
         summary = run_pipeline(
             spark,
@@ -153,11 +160,15 @@ def run_spark(
                 engine=engine,
                 reader=reader,
                 overwrite=True,
+                table_format=table_format,
             ),
             session_start_s=session_start,
         )
     finally:
         spark.stop()
+        if remote is not None:
+            # pyspark switched this process's columns to Connect: later runs are classic.
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     summary.pop("bindings")  # 10,000 entries: kept in the pipeline's own summary.json
     summary["delivery_rows_per_s"] = round(
         summary["counts"]["deliveries"] / summary["wall_time_s"], 1
@@ -301,7 +312,7 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     router = BatchRouter(Topology.from_definitions(str(defs), engine=engine))
     dataset = survey(str(messages))
     plan = Plan(dataset.columns, EXCHANGE, (), dataset.root)
-    task = Task(plan, "single", None, engine, str(out))
+    task = Task(plan, str(out))
     schema = arrow_schema(dataset, "UTC")
     ((whole,),) = plan_splits(dataset.footers, tasks=1)
     batches = read_split(whole, schema, ARROW_BATCH_ROWS)
@@ -354,6 +365,8 @@ def run_benchmark(
     spark_reader: bool = True,
     dataframe: bool = True,
     s3: bool = True,
+    delta: bool = True,
+    connect: bool = True,
     regex_messages: int = 5_000,
     per_message: int = 20_000,
     keep_outputs: bool = False,
@@ -393,6 +406,13 @@ def run_benchmark(
         results["spark_s3"] = run_s3(defs, messages, master, engine)
         if results["spark_s3"]["counts"] != counts:
             raise AssertionError("the S3 run and the local run disagree on the counts")
+    if delta:
+        say(f"Spark ({master}) publishing Delta Lake tables (--table-format delta)")
+        results["spark_delta"] = run_spark(
+            defs, messages, out / "spark-output", master, engine, table_format="delta"
+        )
+        if results["spark_delta"]["counts"] != counts:
+            raise AssertionError("the Delta run and the Parquet run disagree on the counts")
     if regex_messages:
         say(f"the peer: a Spark cross join with one rlike per binding, {regex_messages:,} messages")
         results["regex_cross_join"] = run_regex_cross_join(
@@ -400,6 +420,21 @@ def run_benchmark(
         )
         results["ratio_per_message_vs_regex_cross_join"] = round(
             spark["messages_per_s"] / results["regex_cross_join"]["messages_per_s"], 1
+        )
+    if connect:
+        from xroute.bench.connect import connect_server
+
+        say(f"Spark Connect: a private server ({master}), the client here")
+        with connect_server(master) as server:
+            results["spark_connect"] = run_spark(
+                defs, messages, out / "spark-output", master, engine, remote=server.url
+            )
+            results["spark_connect"]["server_start_s"] = server.startup_seconds
+        if results["spark_connect"]["counts"] != counts:
+            raise AssertionError("the Connect run and the classic run disagree on the counts")
+    if dataframe:
+        results["ratio_job_vs_route_then_write"] = round(
+            spark["messages_per_s"] / results["dataframe_route"]["messages_per_s"], 2
         )
     if single:
         say("one Python process, the same file")
@@ -455,8 +490,14 @@ def plot(results: dict[str, Any], path: Path) -> None:
         labels.append(f"Spark {spark['master']}\n(Spark's reader)")
         values.append(results["spark_own_reader"]["messages_per_s"])
     if "dataframe_route" in results:
-        labels.append("xroute.spark.route\n(DataFrame API)")
+        labels.append("route() then\nSpark's writer")
         values.append(results["dataframe_route"]["messages_per_s"])
+    if "spark_delta" in results:
+        labels.append(f"Spark {spark['master']}\nDelta tables")
+        values.append(results["spark_delta"]["messages_per_s"])
+    if "spark_connect" in results:
+        labels.append("Spark Connect\n(same master)")
+        values.append(results["spark_connect"]["messages_per_s"])
     if "spark_s3" in results:
         labels.append(f"Spark {spark['master']}\non S3 (SeaweedFS)")
         values.append(results["spark_s3"]["messages_per_s"])

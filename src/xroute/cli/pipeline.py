@@ -11,10 +11,13 @@ from rich.console import Console
 
 from xroute.cli import cli, quiet_interrupts
 from xroute.cli.options import (
+    check_session_options,
     column_options,
     definitions_option,
     rabbitmq_option,
+    remote_option,
     resolve_definitions,
+    table_format_option,
     vhost_option,
 )
 from xroute.definitions import with_profile
@@ -92,6 +95,8 @@ def _columns(text: str | None) -> tuple[str, ...]:
 )
 @rabbitmq_option
 @column_options
+@remote_option
+@table_format_option
 def pipeline(
     definitions: str,
     vhost: str | None,
@@ -100,6 +105,8 @@ def pipeline(
     exchange: str | None,
     fmt: str,
     master: str | None,
+    remote: str | None,
+    table_format: str,
     overwrite: bool,
     keep_columns: str | None,
     engine: str,
@@ -118,6 +125,7 @@ def pipeline(
     credentials come from the environment (for S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     AWS_ENDPOINT_URL, AWS_REGION), on the driver and on every executor.
     """
+    check_session_options(master, remote)
     require("pyspark", "pandas", "matplotlib", what="xroute pipeline")
     from xroute.pipeline.io import Columns
     from xroute.pipeline.job import PipelineOptions, run_pipeline
@@ -135,6 +143,7 @@ def pipeline(
         overwrite=overwrite,
         keep_columns=_columns(keep_columns),
         engine=engine,
+        table_format=table_format,
         vhost=vhost,
         reader=reader,
         progress=sys.stderr.isatty() if progress is None else progress,
@@ -143,7 +152,7 @@ def pipeline(
     options = check_pipeline(options)  # before Spark starts: a mistake costs a second
     started = time.perf_counter()
     with console.status("starting Spark", spinner="dots") if options.progress else nullcontext():
-        spark = start_spark(master)
+        spark = start_spark(master, remote=remote)
     quiet_interrupts()
     session_start = time.perf_counter() - started
     summary = run_pipeline(spark, options, session_start_s=session_start)

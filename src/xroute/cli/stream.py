@@ -8,7 +8,13 @@ import click
 from rich.console import Console
 
 from xroute.cli import cli
-from xroute.cli.options import column_options, rabbitmq_option
+from xroute.cli.options import (
+    check_session_options,
+    column_options,
+    rabbitmq_option,
+    remote_option,
+    table_format_option,
+)
 from xroute.cli.pipeline import _columns
 from xroute.engines import ENGINES
 from xroute.extras import require
@@ -96,6 +102,8 @@ def parse_interval(text: str) -> float:
 @click.option("--master", default=None, help="Spark master URL (default: local[*,3]).")
 @rabbitmq_option
 @column_options
+@remote_option
+@table_format_option
 def stream(
     definitions: str,
     vhost: str | None,
@@ -116,6 +124,8 @@ def stream(
     key_column: str,
     exchange_column: str,
     headers_column: str,
+    remote: str | None,
+    table_format: str,
 ) -> None:
     """Route files as they arrive in SOURCE, each message exactly once through crashes.
 
@@ -123,6 +133,7 @@ def stream(
     OUT/_batches/N.json, written last; OUT/summary.json and summary.png are updated after each
     batch. Restart with the same --checkpoint to resume. Ctrl-C stops after the current batch.
     """
+    check_session_options(master, remote)
     require("pyspark", "pandas", "matplotlib", what="xroute stream")
     from xroute.pipeline.io import Columns
     from xroute.pipeline.preflight import check_stream
@@ -146,6 +157,7 @@ def stream(
         reload_definitions=reload_definitions,
         keep_columns=_columns(keep_columns),
         engine=engine,
+        table_format=table_format,
         vhost=vhost,
         rabbitmq=rabbitmq,
         columns=Columns(key_column, exchange_column, headers_column),
@@ -153,7 +165,7 @@ def stream(
     check_stream(options)  # before Spark starts: a mistake costs a second
     console = Console()
     console.print(f"[dim]starting Spark; streaming {source} into {out}")
-    spark = start_spark(master)
+    spark = start_spark(master, remote=remote)
     summary = run_stream(
         spark, options, say=lambda line: console.print(line, highlight=False, soft_wrap=True)
     )

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,17 +29,24 @@ from xroute.engines import TopicMatcher
 from xroute.errors import DatasetError, PipelineFailed, XRouteError
 from xroute.pipeline import io
 from xroute.pipeline.commit import Commit
+from xroute.pipeline.delta import DeltaCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.progress import spark_progress
-from xroute.pipeline.pyarrow_reader import READERS, arrow_schema, plan_splits, survey
-from xroute.pipeline.spark import session_settings
+from xroute.pipeline.pyarrow_reader import (
+    READERS,
+    arrow_schema,
+    plan_splits,
+    splits_frame,
+    survey,
+)
+from xroute.pipeline.spark import default_parallelism, is_connect, master_of, session_settings
 from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
 from xroute.pipeline.transform import Plan, route_batch
 from xroute.pipeline.worker import (
     MANIFEST_SCHEMA,
     OUTPUTS,
+    ShippedTopology,
     Task,
-    fingerprint,
     partition_function,
     split_function,
 )
@@ -62,6 +70,7 @@ class PipelineOptions:
     vhost: str | None = None
     reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.pyarrow_reader`
     progress: bool = False
+    table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
     columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
 
@@ -71,7 +80,9 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """Run the job on ``spark`` and return its summary (also written to DIR/summary.json)."""
     started = time.perf_counter()
-    commit = Commit(options.out, OUTPUTS, options.overwrite, inputs=_inputs(options))
+    check_table_format(options.table_format)
+    writer = DeltaCommit if options.table_format == "delta" else Commit
+    commit = writer(options.out, OUTPUTS, options.overwrite, inputs=_inputs(options))
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
     definitions = read_definitions(options.definitions, options.vhost)
     # Checks the definitions, and numbers the queues and bindings as the workers will; the
@@ -101,9 +112,10 @@ def run_pipeline(
             top_unroutable_keys=top_keys,
             rejected_by_error=manifest["errors"],
             engine=options.engine,
-            master=spark.sparkContext.master,
+            master=master_of(spark),
             extra={
                 "format": dataset.format,
+                "table_format": options.table_format,
                 "reader": "spark" if dataset.frame is not None else "pyarrow",
                 # lint --summary reads a summary only against the topology it was made with
                 FINGERPRINT: topology_fingerprint(topology),
@@ -176,37 +188,32 @@ def _route(
     commit: Commit,
     phases: dict[str, float],
 ) -> tuple[dict[str, int], dict[str, Any]]:
-    """Run the routing job; the proven counts and the merged manifest."""
-    context = spark.sparkContext
-    broadcast = context.broadcast(definitions)
-    task = Task(
-        plan,
-        fingerprint(definitions, options.vhost, options.engine),
-        options.vhost,
-        options.engine,
-        commit.staging.uri,
-    )
-    settings = _read_settings(spark, dataset.format) if dataset.frame is not None else {}
+    """Run the routing job; the proven counts and the merged manifest.
+
+    DataFrame operations only (``mapInArrow``, ``collect``), so that a Spark Connect session
+    runs it as a classic one does; the progress bar needs a classic session's status tracker.
+    """
+    topology = ShippedTopology.of(definitions, options.vhost, options.engine)
+    task = Task(plan, commit.staging.uri)
+    parallelism = default_parallelism(spark)
+    settings = _read_settings(dataset.format, parallelism) if dataset.frame is not None else {}
     group = f"xroute-{uuid.uuid4().hex[:8]}"
+    progress = (
+        nullcontext()
+        if is_connect(spark)
+        else spark_progress(spark.sparkContext, group, "routing", enabled=options.progress)
+    )
     try:
-        with session_settings(spark, settings), spark_progress(
-            context, group, "routing", enabled=options.progress
-        ):
+        with session_settings(spark, settings), progress:
             mark = time.perf_counter()
-            route = partition_function(task, broadcast)
+            route = partition_function(task, topology)
             if dataset.frame is not None:
                 routed = dataset.frame.mapInArrow(route, MANIFEST_SCHEMA)
-                manifests = [json.loads(row[0]) for row in routed.collect()]
             else:
-                schema = _batch_schema(spark, dataset)
-                inputs = plan_splits(
-                    dataset.footers, io.TASKS_PER_CORE * context.defaultParallelism
-                )
-                tasks = context.parallelize(inputs, len(inputs))
-                manifests = [
-                    json.loads(text)
-                    for text in tasks.mapPartitions(split_function(route, schema)).collect()
-                ]
+                inputs = plan_splits(dataset.footers, io.TASKS_PER_CORE * parallelism)
+                reading = split_function(route, inputs, _batch_schema(spark, dataset))
+                routed = splits_frame(spark, len(inputs)).mapInArrow(reading, MANIFEST_SCHEMA)
+            manifests = [json.loads(row[0]) for row in routed.collect()]
             phases["route"] = time.perf_counter() - mark
             # Counted apart from the routing, for the invariant.
             mark = time.perf_counter()
@@ -216,8 +223,6 @@ def _route(
         raise
     except Exception as error:
         raise spark_failure(error, options.messages) from None
-    finally:
-        broadcast.unpersist()
     manifest = merge_manifests(manifests)
     written = commit.keep_listed(manifest["files"])
     counts = {
@@ -243,16 +248,12 @@ def _count_input(dataset: io.Dataset) -> int:
     return dataset.frame.count()
 
 
-def _read_settings(spark: Any, fmt: str) -> dict[str, str | None]:
+def _read_settings(fmt: str, parallelism: int) -> dict[str, str | None]:
     """How Spark splits the input for this job."""
     if fmt == "parquet":
         # Several tasks per core even for a file of a few hundred MB: they balance better and
         # the progress bar moves (rows keep their numbers whatever the split).
-        return {
-            "spark.sql.files.minPartitionNum": str(
-                io.TASKS_PER_CORE * spark.sparkContext.defaultParallelism
-            )
-        }
+        return {"spark.sql.files.minPartitionNum": str(io.TASKS_PER_CORE * parallelism)}
     return dict(io.WHOLE_FILES)
 
 

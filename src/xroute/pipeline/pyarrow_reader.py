@@ -20,10 +20,9 @@ Both readers must give the same records, so the same outputs:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -259,25 +258,29 @@ def _cast(column: pa.Array, wanted: pa.DataType, name: str) -> pa.Array:
         ) from None
 
 
+def splits_frame(spark: Any, tasks: int) -> Any:
+    """A DataFrame of the numbers ``0..tasks-1``, one per partition: the input of functions
+    that read split ``i`` of a plan (a DataFrame, not an RDD, so that Spark Connect runs it)."""
+    return spark.range(0, tasks, 1, tasks)
+
+
 def read_frame(spark: Any, dataset: Dataset, batch_rows: int) -> Any:
     """The surveyed ``dataset`` as a lazy DataFrame of Spark's records (the two naming columns
     included) whose tasks read their splits with pyarrow: for code that wants a DataFrame on
     storage that Spark reads only with a Hadoop connector (s3://, gs://)."""
+    from xroute.pipeline.spark import default_parallelism
+
     schema = arrow_schema(dataset, spark.conf.get("spark.sql.session.timeZone"))
-    context = spark.sparkContext
-    plan = plan_splits(dataset.footers, TASKS_PER_CORE * context.defaultParallelism)
-    described = [(json.dumps([asdict(split) for split in task]),) for task in plan]
-    tasks = context.parallelize(described, len(described))
+    plan = plan_splits(dataset.footers, TASKS_PER_CORE * default_parallelism(spark))
     file_at = schema.get_field_index(FILE_COLUMN)
 
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for text in batch.column(0).to_pylist():
-                for fields in json.loads(text):
-                    split = Split(**{**fields, "row_groups": tuple(fields["row_groups"])})
+    def read(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for task in batch.column(0).to_pylist():
+                for split in plan[task]:
                     for records in read_split(split, schema, batch_rows):
                         # Spark takes plain strings back from mapInArrow, not a dictionary.
                         file = records.column(file_at).dictionary_decode()
                         yield records.set_column(file_at, FILE_COLUMN, file)
 
-    return spark.createDataFrame(tasks, "splits string").mapInArrow(read, dataset.schema)
+    return splits_frame(spark, len(plan)).mapInArrow(read, dataset.schema)

@@ -1,5 +1,7 @@
 """One way to start Spark, for the job and the tests alike: Java checked first, quiet logs,
-the venv's Python on both sides, loopback only, and the package shipped to remote executors."""
+the venv's Python on both sides, loopback only, and the package shipped to remote executors;
+or a Spark Connect session (``--remote sc://HOST:PORT``, or ``SPARK_REMOTE``), which needs no
+Java here at all. The few facts the job asks of a session, asked the same way of both."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from xroute.errors import JavaUnavailable
+from xroute.errors import JavaUnavailable, SparkConnectUnavailable
 
 # Every core, and a failed task tried up to 3 times, as a cluster retries it (a local master
 # retries nothing unless told).
@@ -118,12 +120,18 @@ def start_spark(
     master: str | None = None,
     app_name: str = "xroute",
     config: Mapping[str, Any] | None = None,
+    remote: str | None = None,
 ) -> Any:
-    """A SparkSession: ``local[*,3]`` unless ``master`` is given (or spark-submit chose one).
+    """A SparkSession: ``local[*,3]`` unless ``master`` is given (or spark-submit chose one);
+    a Spark Connect session when ``remote`` is given, or ``SPARK_REMOTE`` is set and no
+    ``master`` is (see `start_connect`).
 
     Spark's own output goes to `log_path` rather than the terminal. For a non-local master the
     xroute package is zipped and shipped to the executors.
     """
+    remote = remote or (None if master else os.environ.get("SPARK_REMOTE"))
+    if remote:
+        return start_connect(remote, app_name)
     running = _active_session()
     if running is not None:
         return running
@@ -169,6 +177,75 @@ def start_spark(
     if not _is_local(session.sparkContext.master):
         session.sparkContext.addPyFile(str(package_zip()))
     return session
+
+
+def start_connect(url: str, app_name: str = "xroute") -> Any:
+    """A Spark Connect session on the server at ``url`` (``sc://HOST:PORT``; or ``local[N]``,
+    which starts a server inside this process). The server runs the tasks: its Python workers
+    must import xroute (installed there, or shipped as a `package_zip` artifact).
+
+    Raises `SparkConnectUnavailable` when pyspark's Connect client is not installed, or the
+    server does not answer."""
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as error:
+        raise SparkConnectUnavailable(
+            f"Spark Connect needs pyspark's client libraries ({error}); install them with: "
+            "pip install 'xroute[connect]'",
+            url,
+        ) from None
+    from pyspark.sql import SparkSession
+
+    spark_environment("local" if url.startswith("local") else None)
+    if _active_session() is None:
+        # pyspark's own builder: it starts a local server for local[N], and switches
+        # pyspark.sql.functions to Connect columns for this process.
+        builder = SparkSession.builder
+    else:
+        # It refuses to make a remote session beside a classic one (as in the tests): the
+        # Connect builder does not.
+        builder = ConnectSession.builder
+    session = builder.remote(url).appName(app_name).getOrCreate()
+    try:
+        session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
+    except Exception as error:  # the first call is the first contact with the server
+        raise SparkConnectUnavailable(
+            f"cannot reach the Spark Connect server at {url}: {_first_line(error)}", url
+        ) from None
+    return session
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, no RDDs)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark: Any) -> int:
+    """The number of tasks Spark runs at once by default (its cores, on a local master)."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    from pyspark.sql.connect import functions as F
+
+    # No SparkContext to ask: a range with no partition count is split that many ways.
+    return spark.range(0, 1 << 16).select(F.spark_partition_id()).distinct().count()
+
+
+def master_of(spark: Any) -> str:
+    """Where ``spark`` runs its tasks, for summaries: the master URL, behind a Connect
+    server's URL when it is one."""
+    if not is_connect(spark):
+        return spark.sparkContext.master
+    return f"{_connect_url(spark)} ({spark.conf.get('spark.master', None) or 'unknown master'})"
+
+
+def _connect_url(spark: Any) -> str:
+    endpoint = getattr(getattr(spark.client, "_builder", None), "endpoint", None)
+    return f"sc://{endpoint}" if endpoint else "Spark Connect"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:300]
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from xroute.errors import (
     XRouteError,
 )
 from xroute.pipeline import io
+from xroute.pipeline.delta import DeltaBatchCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.job import (
     check_invariant,
@@ -45,12 +46,18 @@ from xroute.pipeline.job import (
     spark_error,
     unreadable_file,
 )
-from xroute.pipeline.spark import session_settings
 from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
+from xroute.pipeline.spark import is_connect, master_of, session_settings
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
 from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
 from xroute.pipeline.transform import Plan
-from xroute.pipeline.worker import MANIFEST_SCHEMA, OUTPUTS, Task, fingerprint, partition_function
+from xroute.pipeline.worker import (
+    MANIFEST_SCHEMA,
+    OUTPUTS,
+    ShippedTopology,
+    Task,
+    partition_function,
+)
 from xroute.storage import Location, locate
 from xroute.topology import Topology
 
@@ -76,6 +83,7 @@ class StreamOptions:
     vhost: str | None = None
     rabbitmq: str | None = None  # the version profile (xroute.profiles)
     columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
+    table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
 
 
 class StopRequested(Exception):
@@ -84,17 +92,23 @@ class StopRequested(Exception):
 
 
 class Definitions:
-    """The topology the stream routes with now: parsed, fingerprinted, broadcast; re-read at
-    a batch boundary when asked and the file changed."""
+    """The topology the stream routes with now: parsed, fingerprinted, packed for the tasks;
+    re-read at a batch boundary when asked and the file changed."""
 
     def __init__(
-        self, spark: Any, path: str, vhost: str | None, engine: str, rabbitmq: str | None = None
+        self,
+        path: str,
+        vhost: str | None,
+        engine: str,
+        text: bytes | None = None,
+        rabbitmq: str | None = None,
     ) -> None:
-        self.spark, self.path, self.vhost, self.engine = spark, path, vhost, engine
+        """Read ``path``, or take ``text`` as its content (as read by the client); ``rabbitmq``
+        is the version profile."""
+        self.path, self.vhost, self.engine = path, vhost, engine
         self.rabbitmq = rabbitmq
-        self.broadcast: Any = None
         self.text = b""
-        self._load(self._read())
+        self._load(self._read() if text is None else text)
 
     def _read(self) -> bytes:
         return locate(self.path).read_bytes()
@@ -109,12 +123,9 @@ class Definitions:
         definitions = dict(with_profile(read_definitions(parsed), self.rabbitmq))
         # Checks the definitions, and numbers queues and bindings as the workers will.
         topology = Topology.from_definitions(definitions, vhost=self.vhost, engine="reference")
-        router = BatchRouter(topology)
-        if self.broadcast is not None:
-            self.broadcast.unpersist()
-        self.router, self.text = router, text
-        self.token = fingerprint(definitions, self.vhost, self.engine)
-        self.broadcast = self.spark.sparkContext.broadcast(definitions)
+        self.router, self.text = BatchRouter(topology), text
+        self.shipped = ShippedTopology.of(definitions, self.vhost, self.engine)
+        self.token = self.shipped.token
 
     def refresh(self) -> bool:
         """Re-read the file; whether it changed (a bad new file raises, naming it)."""
@@ -182,8 +193,9 @@ def run_stream(
     """Run the stream until it ends (``available_now``), fails, or is stopped (by SIGINT, or
     by setting ``stop``: after the current batch); the summary of every committed batch."""
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
+    check_table_format(options.table_format)
     definitions = Definitions(
-        spark, options.definitions, options.vhost, options.engine, options.rabbitmq
+        options.definitions, options.vhost, options.engine, rabbitmq=options.rabbitmq
     )
     dataset = io.read_message_stream(
         spark, options.source, options.format, options.schema, options.max_files, options.columns
@@ -204,7 +216,7 @@ def run_stream(
             bindings=definitions.router.bindings,
             definitions=definitions.token,
             engine=options.engine,
-            master=spark.sparkContext.master,
+            master=master_of(spark),
             extra={"source": options.source, "checkpoint": options.checkpoint},
         )
         for name, data in summary_files(result).items():
@@ -214,6 +226,11 @@ def run_stream(
     # Drawn beside the stream, not inside a batch: the plot takes about a second here.
     summaries = Background(summary)
 
+    def report(batch_id: int, marker: dict[str, Any]) -> None:
+        markers[batch_id] = marker
+        summaries.submit(dict(markers))
+        say(status_line(marker, _lag(options.source, markers)))
+
     def process(frame: Any, batch_id: int) -> None:
         with state.lock:
             stopping = state.stop.is_set()
@@ -222,22 +239,33 @@ def run_stream(
             if stopping:
                 raise StopRequested()
             _record_stream(out, options.checkpoint)  # before any marker of this stream
-            commit = BatchCommit(out, OUTPUTS, batch_id)
+            commit = _batch_commit(out, batch_id, options)
             if commit.done():
                 say(f"batch {batch_id:>5}  already committed: skipped (a replay)")
                 return
             commit.clear()
             if options.reload_definitions and definitions.refresh():
                 say(f"batch {batch_id:>5}  new definitions from {options.definitions}")
-            marker = run_batch(frame, commit, plan, definitions, options)
-            markers[batch_id] = marker
-            summaries.submit(dict(markers))
-            say(status_line(marker, _lag(options.source, markers)))
+            report(batch_id, run_batch(frame, commit, plan, definitions, options))
         except BaseException as error:
             state.error = error
             raise
         finally:
             state.running = False
+
+    def new_markers() -> None:
+        if options.reload_definitions:
+            definitions.refresh()
+        for batch_id, marker in committed_batches(out).items():
+            if batch_id not in markers:
+                report(batch_id, marker)
+
+    poll: Callable[[], None] | None = None
+    if is_connect(spark):
+        # foreachBatch runs in a Python process of the Connect server, not here: the batch
+        # function carries all it needs, and this process learns of each batch by its marker.
+        process = remote_batch_function(options, plan, definitions.text)
+        poll = new_markers
 
     writer = (
         dataset.frame.writeStream.foreachBatch(process)
@@ -260,11 +288,12 @@ def run_stream(
     try:
         with session_settings(spark, settings):
             query = writer.start()
-            _wait(query, state, say)
+            _wait(query, state, say, poll)
+            if poll is not None:
+                poll()
     finally:
         signal.signal(signal.SIGINT, previous)
         summaries.close()
-        definitions.broadcast.unpersist()
     _record_stream(out, options.checkpoint)  # OUT is this stream's, even with no batch yet
     return summary(markers)
 
@@ -275,16 +304,10 @@ def run_batch(
     """Route, write, prove and commit one micro-batch; its marker."""
     started = time.time()
     commit.begin()
-    task = Task(
-        plan,
-        definitions.token,
-        options.vhost,
-        options.engine,
-        commit.staging.uri,
-        count_files=True,  # the marker lists the files each batch read (lag, latency)
-    )
+    # The marker lists the files each batch read (lag, latency).
+    task = Task(plan, commit.staging.uri, count_files=True)
     try:
-        routed = frame.mapInArrow(partition_function(task, definitions.broadcast), MANIFEST_SCHEMA)
+        routed = frame.mapInArrow(partition_function(task, definitions.shipped), MANIFEST_SCHEMA)
         manifests = [json.loads(row[0]) for row in routed.collect()]
         read = frame.count()  # counted apart from the routing, for the invariant
     except XRouteError:
@@ -312,11 +335,53 @@ def run_batch(
     )
 
 
-def _wait(query: Any, state: _State, say: Callable[[str], None]) -> None:
-    """Until the query ends; turns its failure into an `XRouteError`."""
+def _batch_commit(out: Location, batch_id: int, options: StreamOptions) -> BatchCommit:
+    """How batch ``batch_id`` reaches OUT: Parquet folders and a marker, or Delta tables
+    appended by app transactions named by the checkpoint's id (the stream's identity)."""
+    if options.table_format == "delta":
+        app_id = _checkpoint_id(options.checkpoint)
+        assert app_id is not None  # _record_stream waited for it
+        return DeltaBatchCommit(out, OUTPUTS, batch_id, app_id=f"xroute-stream-{app_id}")
+    return BatchCommit(out, OUTPUTS, batch_id)
+
+
+def remote_batch_function(
+    options: StreamOptions, plan: Plan, text: bytes
+) -> Callable[[Any, int], None]:
+    """foreachBatch's function for a Spark Connect session, where it runs in a Python process
+    of the server: self-contained (the definitions as the client read them travel in it), it
+    commits each batch exactly as the classic path does, and reports through its marker."""
+
+    def process(frame: Any, batch_id: int) -> None:
+        out = locate(options.out)
+        _record_stream(out, options.checkpoint)
+        commit = _batch_commit(out, batch_id, options)
+        if commit.done():
+            return
+        commit.clear()
+        definitions = Definitions(
+            options.definitions, options.vhost, options.engine, text, options.rabbitmq
+        )
+        if options.reload_definitions:
+            definitions.refresh()
+        run_batch(frame, commit, plan, definitions, options)
+
+    return process
+
+
+def _wait(
+    query: Any,
+    state: _State,
+    say: Callable[[str], None],
+    poll: Callable[[], None] | None = None,
+) -> None:
+    """Until the query ends, calling ``poll`` between checks; turns its failure into an
+    `XRouteError`."""
     from pyspark.errors import StreamingQueryException
 
     while True:
+        if poll is not None:
+            poll()
         try:
             if query.awaitTermination(0.5):
                 return

@@ -26,14 +26,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.definitions import load_definitions, read_definitions
+from xroute.definitions import read_definitions
 from xroute.errors import PipelineFailed, TraceFormatError
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.output import check_apart, check_writable
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.figures import per_queue_bars
 from xroute.pipeline.trace_frame import FILE_SEQ_STRIDE, file_frame
-from xroute.pipeline.worker import PartWriter, fingerprint, part_name, router_for
+from xroute.pipeline.worker import PartWriter, ShippedTopology, part_name
 from xroute.storage import locate
 from xroute.tools.explain import explain
 from xroute.traces.history import TopologyEvent, TopologyHistory
@@ -147,23 +147,16 @@ def _events_of(source: str, format: str | None) -> pa.Table:
     return pa.concat_tables(tables) if tables else read_traces(source).slice(0, 0)
 
 
-@dataclass(frozen=True)
-class _Held:
-    """Definitions handed to `router_for` as a broadcast would be (its ``value``)."""
-
-    value: Mapping[str, Any]
-
-
 def _task(against: Any, folder: str, format: str | None, samples: int) -> Any:
     """The function each Spark task runs on its rows of (uri, name, file_index); ``against``
-    is a `TopologyHistory`, or the definitions of one topology (a router is built once per
+    is a `TopologyHistory`, or one topology as `ShippedTopology` (its router built once per
     Python worker, as the pipeline's)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if isinstance(against, TopologyHistory):
             verifier: Any = against
         else:
-            verifier = router_for(fingerprint(against, None, PIPELINE_ENGINE), _Held(against), None, PIPELINE_ENGINE)
+            verifier = against.router()
         writer = PartWriter(locate(folder), part_name())
         counts: dict[str, Counter] = {k: Counter() for k in ("status", "record", "missing", "extra", "suspect")}
         found: list[dict[str, Any]] = []
@@ -212,7 +205,7 @@ def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
     files = check_verify(options)
     commit = Commit(options.out, [MESSAGES], options.overwrite)
     base, history = load_history(options)
-    against: Any = history if history is not None else base
+    against: Any = history if history is not None else ShippedTopology.of(base, None, PIPELINE_ENGINE)
     try:
         commit.begin()
         rows = file_frame(spark, files).mapInArrow(
@@ -258,7 +251,7 @@ def _explained(sample: dict[str, Any], against: Any) -> dict[str, Any]:
     if isinstance(against, TopologyHistory):
         topology = against.topology(sample["topology_version"])
     else:
-        topology = load_definitions(against)
+        topology = against.router().topology
     headers = json.loads(sample["headers"]) if sample["headers"] else None
     try:
         path = explain(topology, sample["exchange"] or "", sample["routing_key"] or "", headers).to_dict()

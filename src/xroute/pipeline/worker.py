@@ -5,16 +5,23 @@ It routes every Arrow batch of its partition (`xroute.pipeline.transform`), writ
 outputs as Parquet parts into the job's temporary folder, and returns one row: a manifest of
 the files it wrote and its counts. The driver keeps only the files named by the manifests it
 collects, which come from successful task attempts only, so a retried task leaves nothing
-counted twice. The topology is built once per Python worker process (Spark reuses them) from
-the broadcast definitions, and kept in a module-level cache keyed by its fingerprint.
+counted twice.
+
+The topology travels inside the task function itself (`ShippedTopology`, pickled with it), not
+through ``SparkContext.broadcast``: a Spark Connect session has no SparkContext, and one path
+serves both. PySpark broadcasts a pickled function larger than 1 MB by itself on classic Spark.
+Each Python worker process (Spark reuses them) builds the router once and keeps it in a
+module-level cache keyed by the topology's fingerprint.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,63 +53,74 @@ _ROUTERS: dict[str, BatchRouter] = {}
 
 
 @dataclass(frozen=True)
-class Task:
-    """What each partition needs besides the broadcast definitions: small and picklable."""
+class ShippedTopology:
+    """A topology as the tasks get it: the definitions pickled and compressed (one bytes
+    object, cheap to unpickle with the function: opened only by a worker that has not built
+    this router yet), the virtual host, the engine, and their fingerprint, the key of the
+    workers' router cache."""
 
-    plan: Plan
-    token: str  # fingerprint of (definitions, vhost, engine): the router cache key
+    token: str
+    definitions: bytes
     vhost: str | None
     engine: str
+
+    @classmethod
+    def of(cls, definitions: Any, vhost: str | None, engine: str) -> ShippedTopology:
+        """Pack a parsed definitions export for the tasks."""
+        text = json.dumps([definitions, vhost, engine], sort_keys=True, default=str)
+        token = hashlib.sha256(text.encode()).hexdigest()[:24]
+        return cls(token, zlib.compress(pickle.dumps(definitions)), vhost, engine)
+
+    def router(self) -> BatchRouter:
+        """The router of this topology in this worker process, built on first use."""
+        router = _ROUTERS.get(self.token)
+        if router is None:
+            definitions = pickle.loads(zlib.decompress(self.definitions))
+            topology = Topology.from_definitions(definitions, vhost=self.vhost, engine=self.engine)
+            router = BatchRouter(topology)
+            if len(_ROUTERS) >= MAX_ROUTERS:  # a worker serves few topologies at a time
+                _ROUTERS.pop(next(iter(_ROUTERS)))
+            _ROUTERS[self.token] = router
+        return router
+
+
+@dataclass(frozen=True)
+class Task:
+    """What each partition needs besides the topology: small and picklable."""
+
+    plan: Plan
     folder: str  # the URI of the job's staging folder (`xroute.pipeline.commit`)
     count_files: bool = False  # count records by input file in the manifest (streams)
 
 
-def fingerprint(definitions: Any, vhost: str | None, engine: str) -> str:
-    """The key of a topology in the workers' router cache."""
-    text = json.dumps([definitions, vhost, engine], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
-
-
-def router_for(token: str, definitions: Any, vhost: str | None, engine: str) -> BatchRouter:
-    """The router of this topology in this worker process, built on first use.
-
-    ``token`` fingerprints (definitions, vhost, engine); ``definitions`` is a Spark broadcast.
-    """
-    router = _ROUTERS.get(token)
-    if router is None:
-        topology = Topology.from_definitions(definitions.value, vhost=vhost, engine=engine)
-        router = BatchRouter(topology)
-        if len(_ROUTERS) >= MAX_ROUTERS:  # a worker serves few topologies at a time
-            _ROUTERS.pop(next(iter(_ROUTERS)))
-        _ROUTERS[token] = router
-    return router
-
-
 def partition_function(
-    task: Task, definitions: Any
+    task: Task, topology: ShippedTopology
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function for ``DataFrame.mapInArrow``; ``definitions`` is a Spark broadcast."""
+    """The function for ``DataFrame.mapInArrow``: routes and writes the partition, and yields
+    its manifest (`MANIFEST_SCHEMA`)."""
 
     def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started = time.perf_counter()
-        router = router_for(task.token, definitions, task.vhost, task.engine)
+        router = topology.router()
         yield run_partition(task, router, batches, setup_s=time.perf_counter() - started)
 
     return route_partition
 
 
 def split_function(
-    route: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], schema: pa.Schema
-) -> Callable[[Iterator[tuple[Split, ...]]], Iterator[str]]:
-    """The function for ``RDD.mapPartitions`` over a task's `Split` s: reads them with pyarrow
-    as ``schema`` and hands the batches to ``route`` (a `partition_function`); yields the
-    manifest as JSON text."""
+    route: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    plan: list[tuple[Split, ...]],
+    schema: pa.Schema,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function for ``mapInArrow`` over ``spark.range(len(plan))`` in ``len(plan)``
+    partitions (`xroute.pipeline.pyarrow_reader.splits_frame`): partition ``i`` reads the `Split` s of ``plan[i]`` with
+    pyarrow as ``schema`` and hands the batches to ``route`` (a `partition_function`)."""
 
-    def route_splits(tasks: Iterator[tuple[Split, ...]]) -> Iterator[str]:
+    def route_splits(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tasks = [plan[i] for batch in ids for i in batch.column(0).to_pylist()]
         splits = (split for task in tasks for split in task)
         batches = (b for split in splits for b in read_split(split, schema, ARROW_BATCH_ROWS))
-        for manifest in route(batches):
-            yield manifest.column(0)[0].as_py()
+        yield from route(batches)
 
     return route_splits
 
