@@ -13,7 +13,7 @@ lost by construction. The routing is `xroute.batch.BatchRouter`, proven equal to
 topology travels inside the function itself (no ``SparkContext``), so a Spark Connect session
 (``SparkSession.builder.remote("sc://host:15002")``) routes exactly as a classic one; each
 Python worker builds its router once. The result is lazy and works on any DataFrame, batch or
-streaming.
+streaming. `read_traces` gives RabbitMQ's own traces as such a DataFrame.
 """
 
 from __future__ import annotations
@@ -42,7 +42,20 @@ from xroute.topology import Topology
 
 QUEUES, ERROR = "queues", "error"
 
-__all__ = ["route"]
+__all__ = ["read_traces", "route"]
+
+
+def read_traces(
+    spark: Any, source: str, format: str | None = None, record_types: Any = ("publish",)
+) -> Any:
+    """A RabbitMQ trace as a DataFrame, one row a record (docs/traces.md): `xroute capture`'s
+    files or the tracing plugin's logs, a file or a folder on any storage, read by the tasks.
+    Publish records by default (``record_types=None``: deliveries and events too); their
+    ``routing_key``, ``exchange``, ``headers`` and ``message_id`` are what `route` reads, and
+    ``routed_queues`` is where the broker put each message."""
+    from xroute.pipeline.trace_frame import read_trace_frame
+
+    return read_trace_frame(spark, source, format, record_types)
 
 
 def route(

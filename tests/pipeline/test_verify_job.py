@@ -61,17 +61,16 @@ def test_bad_input_fails_before_any_task_and_publishes_nothing(spark, tmp_path):
 
 
 def test_a_trace_as_a_dataframe_routes_with_route(spark):
-    from xroute.pipeline.trace_frame import read_trace_frame
-    from xroute.spark import route
+    from xroute.spark import read_traces, route
 
-    frame = read_trace_frame(spark, str(DATA / "rabbitmq-3.10.8.text.log"))
+    frame = read_traces(spark, str(DATA / "rabbitmq-3.10.8.text.log"))
     assert frame.count() == 4  # publish records only; the delivery is left out
     routed = {r["message_id"]: r for r in route(frame, sample_topology()).collect()}
     for message_id, row in routed.items():
         assert row["error"] is None
         same = sorted(row["routed_queues"]) == row["queues"]
         assert same == (message_id != "s4"), row  # s4: the 3.x float quirk
-    everything = read_trace_frame(spark, str(DATA), record_types=None)
+    everything = read_traces(spark, str(DATA), record_types=None)
     assert sorted(r[0] for r in everything.groupBy("record_type").count().collect()) == ["deliver", "publish"]
 
 
