@@ -162,10 +162,16 @@ class DeltaCommit(Commit):
     (before ``summary.json`` and ``_SUCCESS``)."""
 
     def move_staged(self, target: Callable[[str], Location]) -> dict[str, list[str]]:
-        """Move the staged parts into their tables, and commit each table."""
+        """Move the staged parts into their tables, and commit each table. The tables' logs
+        are named with the parts, so that ``--overwrite`` (which removes only what
+        ``_SUCCESS`` names) replaces a table whole rather than leaving its old log behind."""
         moved = super().move_staged(target)
+        prefix = self.out.path.rstrip("/") + "/"
         for output in self.outputs:
-            commit_table(target(output), _locations(self.out, moved[output]))
+            table = target(output)
+            commit_table(table, _locations(self.out, moved[output]))
+            log = table.child("_delta_log")
+            moved[output] = moved[output] + [path[len(prefix):] for path in log.files()]
         return moved
 
 
