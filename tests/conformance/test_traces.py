@@ -78,7 +78,7 @@ def traced():
         for fmt in ("json", "text"):  # stopping a trace flushes its log
             _api(node.management_url, "DELETE", f"traces/%2F/x{fmt}")
         yield {"capture": out, "logs": logs, "export": export, "expected": expected,
-               "removed_last": removed_last, "url": node.amqp_url}
+               "removed_last": removed_last, "url": node.amqp_url, "node": node}
     shutil.rmtree(logs, ignore_errors=True)
 
 
@@ -256,6 +256,7 @@ def test_the_capture_command_stops_on_sigterm_and_resumes_without_a_gap(traced, 
     import signal
 
     url, out = traced["url"], tmp_path / "cap"
+    traced["node"].rabbitmqctl("trace_on", "-p", "/")  # deleting the last plugin trace turned it off
     xroute = str(Path(sys.executable).parent / "xroute")
     connection = connect(url)
     channel = connection.channel()
@@ -273,7 +274,8 @@ def test_the_capture_command_stops_on_sigterm_and_resumes_without_a_gap(traced, 
              "--roll-records", "4", "--no-events"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
-        time.sleep(3)  # connected and consuming
+        # It says so once its queue is bound and consuming: from then on nothing is missed.
+        assert "capturing the firehose" in process.stderr.readline()
         return process
 
     first = capture()

@@ -56,6 +56,9 @@ def capture(
     def stop(signum: int, frame: object) -> None:
         running.stop()
 
+    where = url.split("@")[-1]  # never the password
+    click.echo(f"capturing the firehose of {where} into {out} (stop with Ctrl-C)", err=True)
+
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         stats = running.run(max_records, seconds, idle_seconds)
