@@ -80,13 +80,13 @@ def run_benchmark(workload: Workload, master: str, data: Path, out: Path, say: A
     try:
         started = time.perf_counter()
         run_pipeline(spark, PipelineOptions(
-            definitions=str(defs), messages=str(messages), out=str(out / "pipeline-out"),
+            definitions=str(defs), messages=str(messages), out=str(data / "pipeline-out"),
             exchange=EXCHANGE, overwrite=True,
         ))
         pipeline_s = time.perf_counter() - started
         started = time.perf_counter()
         result = run_verify(spark, VerifyOptions(
-            definitions=str(defs), traces=str(trace), out=str(out / "verify-out"), overwrite=True,
+            definitions=str(defs), traces=str(trace), out=str(data / "verify-out"), overwrite=True,
         ))
         verify_s = time.perf_counter() - started
     finally:
@@ -122,7 +122,7 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     w, m = results["workload"], results["machine"]
     axes.set_title(
         f"{w['messages']:,} messages, {w['bindings']:,} bindings, {w['queues']} queues, "
-        f"{w['master']}; {m['cpus']} cores, load {m['load_average']}; verify/pipeline "
+        f"{w['master']}\n{m['cpus']} cores, load {m['load_average']}; verify/pipeline "
         f"{results['verify_over_pipeline']}x", fontsize=8,
     )
     axes.set_xlabel("messages per second")

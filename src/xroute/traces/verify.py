@@ -52,7 +52,9 @@ VERDICT_SCHEMA = pa.schema(
         pa.field("routing_key", pa.string()),
         pa.field("headers", pa.string()),
         pa.field("routed_queues", pa.list_(pa.string())),  # the broker's
-        pa.field("xroute_queues", pa.list_(pa.string())),  # null: the broker's, as it agrees
+        # For an agreeing message, headers, routed_queues and these are null: it went where the
+        # broker put it, and its headers and queues are in the trace.
+        pa.field("xroute_queues", pa.list_(pa.string())),
         pa.field("missing", pa.list_(pa.string())),
         pa.field("extra", pa.list_(pa.string())),
         pa.field("suspects", pa.list_(pa.string())),  # the bindings each difference points at
@@ -177,6 +179,8 @@ def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
             status[i], ours[i], reasons[i] = verdict.status, sorted(verdict.xroute_queues), verdict.reason
             missing[i], extra[i], suspects[i] = verdict.missing, verdict.extra, verdict.suspects
     strings = pa.list_(pa.string())
+    # An agreeing message is named, not copied: its headers and queues are in the trace.
+    agreeing = pa.array(~differing)
     return pa.table(
         {
             "seq": table.column("seq"),
@@ -184,8 +188,8 @@ def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
             "status": pa.array(status, pa.string()),
             "exchange": table.column("exchange"),
             "routing_key": table.column("routing_key"),
-            "headers": table.column("headers"),
-            "routed_queues": broker,
+            "headers": pc.if_else(agreeing, pa.scalar(None, pa.string()), table.column("headers")),
+            "routed_queues": pc.if_else(agreeing, pa.scalar(None, strings), broker),
             "xroute_queues": pa.array(ours, strings),
             "missing": pa.array(missing, strings),
             "extra": pa.array(extra, strings),
@@ -246,6 +250,7 @@ def _verify_rows(table: pa.Table, history: TopologyHistory) -> pa.Table:
         version = row["version"]
         verdict = _one(history.topology(version), row["exchange"], row["routing_key"],
                        row["headers"], row["routed_queues"], parsed)
+        agrees = verdict.status == AGREE  # named, not copied (as `_verify_routed`)
         out.append(
             {
                 "seq": row["seq"],
@@ -253,12 +258,12 @@ def _verify_rows(table: pa.Table, history: TopologyHistory) -> pa.Table:
                 "status": verdict.status,
                 "exchange": row["exchange"],
                 "routing_key": row["routing_key"],
-                "headers": row["headers"],
-                "routed_queues": row["routed_queues"],
-                "xroute_queues": sorted(verdict.xroute_queues),
-                "missing": verdict.missing,
-                "extra": verdict.extra,
-                "suspects": verdict.suspects,
+                "headers": None if agrees else row["headers"],
+                "routed_queues": None if agrees else row["routed_queues"],
+                "xroute_queues": None if agrees else sorted(verdict.xroute_queues),
+                "missing": None if agrees else verdict.missing,
+                "extra": None if agrees else verdict.extra,
+                "suspects": None if agrees else verdict.suspects,
                 "topology_version": version,
                 "reason": verdict.reason,
             }
