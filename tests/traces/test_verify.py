@@ -84,3 +84,19 @@ def test_an_extra_queue_names_the_binding_that_took_the_message_there():
     assert v["status"] == DISAGREE and v["extra"] == ["q2"] and v["missing"] == ["lost"]
     assert "'t' -> queue 'q2' key 'a.*'" in v["suspects"]
     assert json.loads(table.column("headers")[0].as_py()) == {}
+
+
+def test_a_consistent_hash_on_a_property_is_verified_with_the_message_s_properties():
+    t = Topology()
+    t.declare_exchange("ch", "x-consistent-hash", arguments={"hash-property": "message_id"})
+    for q, weight in (("q1", "1"), ("q2", "3"), ("q3", "2")):
+        t.declare_queue(q)
+        t.bind("ch", q, weight)
+    records = [
+        TraceRecord(PUBLISH, "ch", ["same-key"], {"message_id": f"m{i}"},
+                    sorted(t.route("ch", "same-key", properties={"message_id": f"m{i}"})))
+        for i in range(60)
+    ]
+    assert len({tuple(r.routed_queues) for r in records}) > 1  # the pick follows the id
+    verdicts = verify_batch(to_table(records), t).to_pylist()
+    assert {v["status"] for v in verdicts} == {AGREE}

@@ -104,18 +104,17 @@ def verify(
     """
     require("pyspark", "pandas", "matplotlib", what="xroute verify")
     from xroute.pipeline.spark import start_spark
-    from xroute.pipeline.verify import VerifyOptions, check_verify, load_history, run_verify
+    from xroute.pipeline.verify import VerifyOptions, prepare_verify, run_verify
 
     options = VerifyOptions(
         definitions=resolve_definitions(definitions, vhost), traces=traces, out=out,
         events=events, base_at=base_at, format=fmt, vhost=vhost, overwrite=overwrite,
         samples=samples,
     )
-    check_verify(options)  # before Spark starts: a mistake costs a second
-    load_history(options)
+    prepared = prepare_verify(options)  # before Spark starts: a mistake costs a second
     spark = start_spark(master)
     quiet_interrupts()
-    result = run_verify(spark, options)
+    result = run_verify(spark, options, prepared)
     report = result.to_dict()
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))

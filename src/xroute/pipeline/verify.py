@@ -37,8 +37,8 @@ from xroute.pipeline.worker import PartWriter, ShippedTopology, part_name
 from xroute.storage import locate
 from xroute.tools.explain import explain
 from xroute.traces.history import TopologyEvent, TopologyHistory
-from xroute.traces.read import check_files, read_file, read_traces, trace_files
-from xroute.traces.records import DELIVER, EVENT, PUBLISH
+from xroute.traces.read import check_files, read_file, trace_files
+from xroute.traces.records import DELIVER, EVENT, PUBLISH, SCHEMA
 from xroute.traces.verify import (
     AGREE,
     DISAGREE,
@@ -123,28 +123,31 @@ def load_history(options: VerifyOptions) -> tuple[Mapping[str, Any], TopologyHis
         if options.events:
             raise TraceFormatError(f"--events {options.events!r} holds no topology events")
         return base, None
-    order = "seq" if options.events in (None, options.traces) else "time"
-    history = TopologyHistory(base, events, order=order)
-    if options.base_at == "start":
-        history = TopologyHistory(base, events, 0, order=order)
-    elif options.base_at != "end":
+    if options.base_at not in ("start", "end"):
         raise TraceFormatError(f"--base-at must be 'start' or 'end', got {options.base_at!r}")
+    order = "seq" if options.events in (None, options.traces) else "time"
+    base_version = 0 if options.base_at == "start" else None  # None: after every event
+    history = TopologyHistory(base, events, base_version, order=order)
     return base, history
 
 
+EVENT_COLUMNS = ["seq", "routing_key", "headers", "traced_at"]
+
+
 def _events_of(source: str, format: str | None) -> pa.Table:
-    tables = []
+    """The event records of a trace (a capture's Parquet: only those rows are read)."""
+    tables = [SCHEMA.empty_table().select(EVENT_COLUMNS)]
     for location, name in trace_files(source):
         if location.path.endswith(".parquet"):  # a capture: read only its event rows
             table = pq.read_table(
                 location.path, filesystem=location.filesystem, filters=[("record_type", "=", EVENT)]
             )
-            tables.append(table.select(["seq", "routing_key", "headers", "traced_at"]))
+            tables.append(table.select(EVENT_COLUMNS).cast(tables[0].schema))
         else:
             table = read_file(location, format, name=name)
             mask = pa.compute.equal(table.column("record_type"), EVENT)
-            tables.append(table.filter(mask).select(["seq", "routing_key", "headers", "traced_at"]))
-    return pa.concat_tables(tables) if tables else read_traces(source).slice(0, 0)
+            tables.append(table.filter(mask).select(EVENT_COLUMNS))
+    return pa.concat_tables(tables)
 
 
 def _task(against: Any, folder: str, format: str | None, samples: int) -> Any:
@@ -185,10 +188,19 @@ def _task(against: Any, folder: str, format: str | None, samples: int) -> Any:
     return run
 
 
-def check_verify(options: VerifyOptions) -> list[tuple[Any, str]]:
-    """What can be checked before Spark starts, each mistake refused in one line: OUT apart
-    from the inputs and free to write, the trace's files (their first bytes), the definitions.
-    Returns the trace's files."""
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare_verify` found: the trace's files, the base export, the history (if any)."""
+
+    files: list[tuple[Any, str]]
+    base: Mapping[str, Any]
+    history: TopologyHistory | None
+
+
+def prepare_verify(options: VerifyOptions) -> Prepared:
+    """Everything that can be checked and read before Spark starts, each mistake refused in
+    one line: OUT apart from the inputs and free to write, the trace's files (their first
+    bytes), the definitions and the events."""
     check_apart(options.out, [options.traces, options.events], what="trace")
     check_writable(locate(options.out), options.out, options.overwrite)
     files = trace_files(options.traces)
@@ -197,14 +209,17 @@ def check_verify(options: VerifyOptions) -> list[tuple[Any, str]]:
     check_files(files, options.format)
     if options.events:
         check_files(trace_files(options.events))
-    return files
+    return Prepared(files, *load_history(options))
 
 
-def run_verify(spark: Any, options: VerifyOptions) -> VerifyResult:
-    """Verify the trace and publish OUT (see the module docstring)."""
-    files = check_verify(options)
+def run_verify(
+    spark: Any, options: VerifyOptions, prepared: Prepared | None = None
+) -> VerifyResult:
+    """Verify the trace and publish OUT (see the module docstring); ``prepared`` is
+    `prepare_verify`'s result when the caller already has it."""
+    prepared = prepared or prepare_verify(options)
+    files, base, history = prepared.files, prepared.base, prepared.history
     commit = Commit(options.out, [MESSAGES], options.overwrite)
-    base, history = load_history(options)
     against: Any = history if history is not None else ShippedTopology.of(base, None, PIPELINE_ENGINE)
     try:
         commit.begin()

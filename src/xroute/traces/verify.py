@@ -26,9 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from xroute.batch import BatchRouter
-from xroute.errors import UnknownExchange, UnknownExchangeType, XRouteError
+from xroute.errors import (
+    UnknownExchange,
+    UnknownExchangeType,
+    UnsupportedExchangeType,
+    XRouteError,
+)
 from xroute.model import Binding
-from xroute.pipeline.transform import route_records
+from xroute.pipeline.transform import PROPERTY_COLUMNS, properties_of, route_records
 from xroute.topology import Exchange, Topology
 from xroute.traces.history import TopologyHistory
 from xroute.traces.records import PUBLISH
@@ -40,8 +45,8 @@ UNSUPPORTED_EXCHANGE = "unsupported_exchange"
 INVALID = "invalid"
 STATUSES = (AGREE, DISAGREE, MISSING_EXCHANGE, UNSUPPORTED_EXCHANGE, INVALID)
 # The record columns a verdict needs (`xroute.traces.records.SCHEMA`).
-NEEDED = ["seq", "record_type", "message_id", "exchange", "routing_key", "headers",
-          "routed_queues", "traced_at"]
+NEEDED = ["seq", "record_type", "message_id", "correlation_id", "timestamp", "exchange",
+          "routing_key", "headers", "routed_queues", "traced_at"]
 
 VERDICT_SCHEMA = pa.schema(
     [
@@ -89,17 +94,17 @@ def verify_message(
     routing_key: str,
     headers: Mapping[str, Any] | None,
     routed_queues: list[str] | None,
+    properties: Mapping[str, Any] | None = None,
 ) -> Verdict:
-    """Route one traced message with ``topology`` and compare with the broker's queues."""
+    """Route one traced message with ``topology`` and compare with the broker's queues
+    (``properties``: its basic properties, for the types that hash or pick on them)."""
     try:
-        queues = topology.route(exchange, routing_key, headers)
+        queues = topology.route(exchange, routing_key, headers, properties=properties)
     except UnknownExchange as error:
         return Verdict(MISSING_EXCHANGE, reason=str(error))
-    except UnknownExchangeType as error:
+    except (UnknownExchangeType, UnsupportedExchangeType) as error:
         return Verdict(UNSUPPORTED_EXCHANGE, reason=str(error))
     except XRouteError as error:
-        if type(error).__name__ == "UnsupportedExchangeType":  # plugin types xroute lacks
-            return Verdict(UNSUPPORTED_EXCHANGE, reason=str(error))
         return Verdict(INVALID, reason=f"{type(error).__name__}: {error}")
     broker = set(routed_queues or ())
     if queues == broker:
@@ -107,7 +112,8 @@ def verify_message(
     # Only a disagreement pays for the walk that says which bindings took part.
     visited: list[tuple[Exchange, list[Binding]]] = []
     topology.route_message(
-        exchange, routing_key, headers, lambda at, matched, via: visited.append((at, matched))
+        exchange, routing_key, headers, lambda at, matched, via: visited.append((at, matched)),
+        properties=properties,
     )
     missing = sorted(broker - queues)
     extra = sorted(queues - broker)
@@ -152,7 +158,10 @@ def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
     size = table.num_rows
     keys = table.column("routing_key").combine_chunks().fill_null("")
     exchanges = table.column("exchange").combine_chunks().fill_null("")
-    outcome = route_records(router, keys, exchanges, table.column("headers").combine_chunks())
+    properties = properties_of(router, table)  # None unless a type reads them
+    outcome = route_records(
+        router, keys, exchanges, table.column("headers").combine_chunks(), properties=properties
+    )
     broker = table.column("routed_queues").combine_chunks()
     names = pa.array(router.queues, pa.string())
     their_ids = pc.index_in(broker.flatten(), value_set=names).fill_null(-1)
@@ -175,7 +184,8 @@ def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
         parsed: dict[str, Any] = {}
         for i, record in zip(rows.tolist(), detail.to_pylist()):
             verdict = _one(router.topology, record["exchange"], record["routing_key"],
-                           record["headers"], record["routed_queues"], parsed)
+                           record["headers"], record["routed_queues"], parsed,
+                           properties[i] if properties is not None else None)
             status[i], ours[i], reasons[i] = verdict.status, sorted(verdict.xroute_queues), verdict.reason
             missing[i], extra[i], suspects[i] = verdict.missing, verdict.extra, verdict.suspects
     strings = pa.list_(pa.string())
@@ -225,6 +235,7 @@ def _rows_differing(
 def _one(
     topology: Topology, exchange: str | None, routing_key: str | None, text: str | None,
     routed_queues: list[str] | None, parsed: dict[str, Any],
+    properties: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """One record's verdict, its headers JSON parsed once per distinct text."""
     try:
@@ -233,14 +244,14 @@ def _one(
         headers = parsed[text] if text else None
     except ValueError as error:
         return Verdict(INVALID, reason=f"headers are not valid JSON: {error}")
-    return verify_message(topology, exchange or "", routing_key or "", headers, routed_queues)
+    return verify_message(
+        topology, exchange or "", routing_key or "", headers, routed_queues, properties
+    )
 
 
 def _verify_rows(table: pa.Table, history: TopologyHistory) -> pa.Table:
     """Each record routed by its version's topology, versions in order (each built once)."""
-    rows = table.select(
-        ["seq", "message_id", "exchange", "routing_key", "headers", "routed_queues", "traced_at"]
-    ).to_pylist()
+    rows = table.select([c for c in NEEDED if c != "record_type"]).to_pylist()
     for row in rows:
         row["version"] = history.version_at(row["seq"], row["traced_at"])
     rows.sort(key=lambda r: r["version"])
@@ -248,8 +259,9 @@ def _verify_rows(table: pa.Table, history: TopologyHistory) -> pa.Table:
     parsed: dict[str, Any] = {}
     for row in rows:
         version = row["version"]
+        properties = {k: row[k] for k in PROPERTY_COLUMNS if row[k] is not None}
         verdict = _one(history.topology(version), row["exchange"], row["routing_key"],
-                       row["headers"], row["routed_queues"], parsed)
+                       row["headers"], row["routed_queues"], parsed, properties)
         agrees = verdict.status == AGREE  # named, not copied (as `_verify_routed`)
         out.append(
             {
