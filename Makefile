@@ -1,7 +1,7 @@
 # make run   - create .venv, install xroute, run the main job on the bundled sample data
 # make test  - create .venv, install xroute, run every test
 # make conformance - differential test against a real RabbitMQ (found, or started on loopback)
-# make client-suites - the AMQP clients' own suites on RabbitMQ (5672) and on xroute serve
+# make client-suites - the AMQP clients' own suites on RabbitMQ (5672, found or started) and on xroute serve
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv

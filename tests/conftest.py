@@ -135,7 +135,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
 def connect_session(connect_server: ConnectServer):
     """One Spark Connect session on `connect_server` for the run, made by the job's own
     `start_connect`; closed before the server stops. Tests use `spark_connect`."""
-    from xroute.pipeline.spark import start_connect
+    from xroute.spark.session import start_connect
 
     session = start_connect(connect_server.url, app_name="xroute-tests")
     yield session

@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from xroute import TopicMatcher
 from xroute.batch import BatchRouter
 from xroute.bench import shapes
-from xroute.engines import auto
+from xroute.engines import auto, compiled
 from xroute.topology import Topology
+from tests.strategies import bindings as strategy_bindings
+from tests.strategies import keys as strategy_keys
 
 ENGINES = ("trie", "dfa", "bitmap", "compiled", "auto")
 SETTINGS = settings(max_examples=40, deadline=None)
@@ -73,9 +75,10 @@ def assert_engine_equals_reference(engine: str, bindings, keys) -> None:
         for batch in (keys, pa.array(keys, pa.string())):
             offsets, ids = actual.match_many_ids(batch)
             names = actual.destinations()
-            decoded = [frozenset(names[j] for j in ids[a:b])
-                       for a, b in zip(offsets.tolist(), offsets[1:].tolist())]
+            bounds = list(zip(offsets.tolist(), offsets[1:].tolist()))
+            decoded = [frozenset(names[j] for j in ids[a:b]) for a, b in bounds]
             assert decoded == truth, engine
+            assert all(len(set(ids[a:b].tolist())) == b - a for a, b in bounds), "repeats"
 
 
 shape_names = st.sampled_from(
@@ -223,3 +226,15 @@ def test_a_literal_key_grows_past_and_shrinks_below_its_frozen_size():
         if step % 5 == 0:
             assert_engine_equals_reference("auto", list(expected.bindings()), keys)
     assert actual.match("a.b") == frozenset({"w"})
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=strategy_bindings, probe=st.lists(strategy_keys, min_size=1, max_size=12),
+       engine=st.sampled_from(["compiled", "auto"]), table_over=st.sampled_from([0, 10**9]))
+def test_the_kernel_unites_exact_key_and_wildcard_answers(pairs, probe, engine, table_over):
+    """Random literal and wildcard bindings over a few words, sharing destinations, through the
+    batch kernel: `auto`'s literal keys in the exact-key table (``table_over`` 0), united with
+    the walk's answer without repeats, or laid into the trie as paths (10**9); `compiled`
+    walks them all. Equal to reference, on keys that match and keys that do not."""
+    with mock.patch.object(compiled, "LITERAL_TABLE_OVER", table_over):
+        assert_engine_equals_reference(engine, pairs, probe)

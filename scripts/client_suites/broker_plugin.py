@@ -67,3 +67,27 @@ def amqp_direct_url():
 
     return URL.build(scheme="amqp", user="guest", password="guest", host=HOST, port=PORT,
                      path="//")
+
+
+# Every phase's outcome, one JSON line each, to XROUTE_SUITE_OUTCOMES (report.py reads them).
+# Written as the run goes, so a run that crashes or times out still leaves what it ran. The
+# absolute node id lets report.py rerun one test in isolation from any folder.
+OUTCOMES = os.environ.get("XROUTE_SUITE_OUTCOMES")
+_ROOT: list = []  # the session's rootdir: node ids are relative to it
+
+
+def pytest_configure(config) -> None:
+    _ROOT[:] = [config.rootpath]
+
+
+def pytest_runtest_logreport(report) -> None:
+    if not OUTCOMES:
+        return
+    import json
+
+    path, _, rest = report.nodeid.partition("::")
+    absolute = str((_ROOT[0] / path).resolve()) + ("::" + rest if rest else "")
+    outcome = "skipped" if hasattr(report, "wasxfail") else report.outcome
+    with open(OUTCOMES, "a") as out:
+        out.write(json.dumps({"test": report.nodeid, "node": absolute, "when": report.when,
+                              "outcome": outcome}) + "\n")

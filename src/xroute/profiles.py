@@ -32,18 +32,37 @@ class Profile:
     # x-modulus-hash: bindings taken in Erlang term order of their destination (4.3) rather
     # than in the order the binding store lists them.
     modulus_sorted: bool
-    # The AMQP reply code for declaring an exchange of an unknown type.
+    # The AMQP reply code for declaring an exchange of an unknown type: 3.x's command_invalid
+    # (503, closing the connection), 4.x's precondition_failed (406, closing the channel).
     unknown_type_reply_code: int
 
 
 _PROFILES = {
-    None: Profile(None, False, 10_000, None, False, True, 503),
-    "4.3": Profile("4.3", False, 10_000, 2, False, True, 503),
-    "4.0": Profile("4.0", False, None, None, False, False, 503),
+    None: Profile(None, False, 10_000, None, False, True, 406),
+    "4.3": Profile("4.3", False, 10_000, 2, False, True, 406),
+    "4.0": Profile("4.0", False, None, None, False, False, 406),
     "3.13": Profile("3.13", False, None, None, True, False, 503),
     "3.12": Profile("3.12", True, None, None, True, False, 503),
     "3.10": Profile("3.10", True, None, None, True, False, 503),
 }
+
+
+def profile_for_version(version: str) -> str:
+    """The profile to serve for a broker reporting ``version`` (``"3.10.8"`` -> ``"3.10"``):
+    the most recent known profile not newer than it. UnknownProfile if it predates them all."""
+    try:
+        wanted = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        raise UnknownProfile(version, list(VERSIONS)) from None
+    for name in VERSIONS:  # most recent first
+        if tuple(int(part) for part in name.split(".")) <= wanted:
+            return name
+    raise UnknownProfile(version, list(VERSIONS))
+
+
+def is_3x(profile_: Profile) -> bool:
+    """True for the RabbitMQ 3.x profiles (None, xroute's default, follows 4.3)."""
+    return profile_.name is not None and profile_.name.startswith("3.")
 
 
 def profile(name: str | Profile | None) -> Profile:

@@ -28,6 +28,7 @@ Bounded like NATS's sublist cache (`ROUTE_CACHE_MAX`, swept oldest first down to
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 from xroute.engines.reference import pattern_matches
@@ -81,17 +82,38 @@ class TopologyRouteCache:
         self, exchange: str, routing_key: str, queues: frozenset[str], through: Sequence[str]
     ) -> None:
         """Remember a route; ``through`` names every exchange it visited or looked up."""
+        names = (through[0],) if len(through) == 1 else tuple(dict.fromkeys(through))
+        self.remember((exchange, routing_key), queues, names)
+
+    # hot: every first route of `Topology.route` (`xroute bench engines --shapes`)
+    def remember(self, entry: Entry, queues: frozenset[str], names: tuple[str, ...]) -> None:
+        """`put` with the entry made and ``names`` a tuple without repeats."""
         entries = self._entries
         if len(entries) >= self.max_size:
-            drop = len(entries) - self.sweep_to
-            for old in list(entries)[:drop]:  # dicts keep insertion order: oldest first
-                self._drop(old)
-            self.evictions += drop
-        key = (exchange, routing_key)
-        names = (through[0],) if len(through) == 1 else tuple(dict.fromkeys(through))
-        entries[key] = (queues, names)
+            self._sweep()
+        entries[entry] = (queues, names)
+        through = self._through
         for name in names:
-            self._through.setdefault(name, {})[key] = None
+            routes = through.get(name)
+            if routes is None:
+                routes = through[name] = {}
+            routes[entry] = None
+
+    def _sweep(self) -> None:
+        """Full: forget the oldest entries (dicts keep insertion order) down to `sweep_to`,
+        inlined (a call per entry was a third of the sweep, which every first route pays
+        for once the cache is full)."""
+        entries = self._entries
+        through = self._through
+        drop = len(entries) - self.sweep_to
+        for old in list(islice(entries, drop)):
+            for name in entries.pop(old)[1]:
+                routes = through.get(name)
+                if routes is not None:
+                    routes.pop(old, None)
+        for name in [name for name, routes in through.items() if not routes]:
+            del through[name]
+        self.evictions += drop
 
     def binding_changed(self, source: str, exchange_type: str, binding_key: str) -> None:
         """A binding from exchange ``source`` was added or removed."""

@@ -29,7 +29,7 @@ from xroute.exchanges import (
 )
 from xroute.exchanges.recent_history import RecordedMessage
 from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
-from xroute.keys import check_pattern, check_routing_key
+from xroute.keys import _ALWAYS_SHORT, check_pattern, check_routing_key
 from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
 from xroute.profiles import Profile, profile
 from xroute.route_cache import TopologyRouteCache
@@ -415,10 +415,55 @@ class Topology:
             return self.route_message(exchange, routing_key, headers)
         if found is not None:
             return found
+        found = self._route_literal(exchange, routing_key)
+        if found is not None:
+            return found
         through: list[str] = []  # every exchange the route visits or looks up as alternate
         found = self._route(exchange, routing_key, None, None, through)
         cache.put(exchange, routing_key, found, through)
         return found
+
+    # hot: the first route of a key (`xroute bench engines --shapes`, route first)
+    def _route_literal(self, exchange: str, routing_key: str) -> frozenset[str] | None:
+        """The first route of a message without headers through a topic exchange whose
+        engine keeps literal bindings apart (``auto``): the literal bindings' queue names by
+        key (`xroute.literal_routes`) united with the wildcard bindings' (one set per DFA
+        state, `xroute.destinations`), and cached. None where the full walk is needed: an
+        exchange-to-exchange binding matched, an alternate exchange is to be used, a key
+        that is not a plain short string (the walk validates it), another exchange type."""
+        start = self._exchanges.get(exchange)
+        if (
+            start is None
+            or type(routing_key) is not str
+            or len(routing_key) > _ALWAYS_SHORT
+            or not routing_key.isascii()
+            or start.internal
+        ):
+            return None
+        kind = start.kind
+        literal = getattr(kind, "literal_routes", None)
+        if literal is None:
+            return None
+        names = literal.names(routing_key)
+        if names is None:
+            return None
+        wild = kind.match_wildcards(routing_key)
+        if wild:
+            queues, exchanges = self._destinations.of(wild)
+            if exchanges:
+                return None
+            names = names | queues if names else queues
+        alternate = start.alternate_exchange
+        if alternate is None:
+            through: tuple[str, ...] = (exchange,)
+        elif not names:
+            return None  # nothing matched: the alternate exchange's walk
+        elif alternate == exchange:
+            through = (exchange,)
+        else:
+            through = (exchange, alternate)
+        self._route_cache.remember((exchange, routing_key), names, through)  # type: ignore[union-attr]
+        return names
 
     def seed_random(self, seed: Any = None) -> None:
         """Make x-random and x-local-random exchanges pick with a `random.Random` seeded with

@@ -21,3 +21,18 @@ def test_bench_amqp_small_run(tmp_path):
     assert all(r["broker"] == "xroute" and r["messages_per_s"] > 0 for r in results["runs"])
     assert results["startup"]["broker_start_in_process_s"] > 0
     assert (tmp_path / "amqp.png").stat().st_size > 0
+
+
+def test_bench_binds_the_seed_mix():
+    # The 10k case must be the seed articles' mix (what slows RabbitMQ 3.10), not keys the
+    # first word prunes; the consumed queue's binding matches the bench's key.
+    from xroute.amqp import Broker
+    from xroute.bench.amqp import BINDINGS_SEED, KEY, declare
+    from xroute.bench.workload import seed_patterns
+
+    with Broker() as broker:
+        exchange, queue = declare(broker.url, 200, "b-")
+        keys = {b.routing_key for b in broker.view.bindings(exchange)}
+        assert keys == {"bench.#"} | set(seed_patterns(199, seed=BINDINGS_SEED + 200))
+        assert any(k.startswith("#") for k in keys) and any(k.startswith("*") for k in keys)
+        assert queue in broker.vhost.topology.route(exchange, KEY)

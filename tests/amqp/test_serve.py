@@ -25,7 +25,7 @@ def test_serve_loads_definitions_and_routes(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     process = subprocess.Popen(
         [sys.executable, "-c", "from xroute.cli import main; main()", "serve", "--port", "0", "--definitions",
-         str(definitions), "--rabbitmq", "4.1", "--user", "app:secret"],
+         str(definitions), "--rabbitmq", "3.10", "--user", "app:secret"],
         stderr=subprocess.PIPE, text=True, env=env,
     )
     try:

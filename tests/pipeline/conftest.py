@@ -12,7 +12,7 @@ import pytest
 def spark():
     """The shared SparkSession, started by the job's own `start_spark`."""
     os.environ.setdefault("SPARK_TESTING", "1")
-    from xroute.pipeline.spark import start_spark
+    from xroute.spark.session import start_spark
 
     session = start_spark("local[2,3]", app_name="xroute-tests")
     yield session

@@ -13,7 +13,7 @@ import json
 import sys
 
 from tests.pipeline import data
-from xroute.pipeline.spark import start_spark
+from xroute.spark.session import start_spark
 from xroute.spark import route
 
 SCHEMA = "message_id string, exchange string, routing_key string, headers string, size long"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.pipeline import data
 from tests.services.cluster import ClusterFailed, StandaloneCluster
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 

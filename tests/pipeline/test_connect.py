@@ -18,8 +18,8 @@ import pytest
 from tests import diff_planted as planted
 from tests.pipeline import data
 from tests.services.cluster import driver_env
-from xroute.pipeline.diff import DiffOptions, run_diff
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark.diff import DiffOptions, run_diff
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = pytest.mark.spark
 COUNT = 2000
@@ -147,7 +147,7 @@ def test_the_stream_on_connect_commits_every_message_exactly_once(spark_connect,
     committed there, and this process reports the batches from their markers."""
     from tests.pipeline.test_stream import assert_exactly_once, landed_files, options
     from xroute import Topology
-    from xroute.pipeline.stream import run_stream
+    from xroute.spark.stream import run_stream
     from xroute.pipeline.stream_commit import committed_batches
 
     records = landed_files(tmp_path)
@@ -158,3 +158,46 @@ def test_the_stream_on_connect_commits_every_message_exactly_once(spark_connect,
     assert list(committed_batches(str(tmp_path / "out"))) == [0, 1, 2]
     assert_exactly_once(str(tmp_path / "out"), expected, records)
     assert len(lines) == 3 and summary["master"].startswith("sc://")
+
+
+def test_a_server_that_does_not_answer_is_named_in_one_line(dataset, tmp_path):
+    """``--remote`` to a closed port: exit 2, one line naming the server, no output written."""
+    from xroute.bench.seaweedfs import free_ports
+
+    (port,) = free_ports(1)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "xroute"), "pipeline", "-d", str(dataset / "defs.json"),
+         "-m", str(dataset / "messages.parquet"), "-o", str(out), "--no-progress",
+         "--remote", f"sc://127.0.0.1:{port}"],
+        env=driver_env({}), capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode == 2, f"{result.stdout}\n{result.stderr}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"sc://127.0.0.1:{port}" in lines[0], result.stderr
+    assert "Spark Connect" in lines[0]
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_lost_server_is_one_error_for_the_job_and_the_stream():
+    """The gRPC error a Connect client raises when its server is gone becomes
+    `SparkConnectUnavailable` in a line, whichever command ran; other failures do not."""
+    from xroute.errors import PipelineFailed, SparkConnectUnavailable
+    from xroute.spark.job import spark_failure
+
+    class SparkConnectGrpcException(Exception):  # pyspark's, by name: what server_lost reads
+        pass
+
+    gone = SparkConnectGrpcException(
+        "<_MultiThreadedRendezvous of RPC that terminated with:\n"
+        "\tstatus = StatusCode.UNAVAILABLE\n"
+        '\tdetails = "failed to connect to all addresses; Connection refused"\n>'
+    )
+    error = spark_failure(gone, "messages.parquet")
+    assert isinstance(error, SparkConnectUnavailable)
+    assert str(error) == (
+        "lost the Spark Connect server (the driver): failed to connect to all addresses; "
+        "Connection refused"
+    )
+    other = spark_failure(SparkConnectGrpcException("status = StatusCode.INTERNAL"), "m")
+    assert isinstance(other, PipelineFailed)

@@ -17,12 +17,12 @@ from tests.pipeline.test_stream import forget_commit, landed_files
 from tests.pipeline.test_stream import options as stream_options
 from xroute import Topology
 from xroute.errors import PipelineFailed
-from xroute.pipeline import job
+from xroute.spark import job
 from xroute.pipeline.delta import DELTA_LOG, DeltaBatchCommit, storage_options
-from xroute.pipeline.job import PipelineOptions, run_pipeline
-from xroute.pipeline.stream import run_stream
+from xroute.spark.job import PipelineOptions, run_pipeline
+from xroute.spark.stream import run_stream
 from xroute.pipeline.stream_commit import committed_batches
-from xroute.pipeline.worker import OUTPUTS
+from xroute.spark.worker import OUTPUTS
 from xroute.storage import locate
 
 deltalake = pytest.importorskip("deltalake", reason="the delta extra (deltalake) is not installed")

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from tests import diff_planted as planted
 from xroute import OutputExists, Topology
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli
-from xroute.pipeline.diff import DiffOptions, compare, route_both, run_diff, summarise
-from xroute.pipeline.io import Columns
+from xroute.spark.diff import DiffOptions, compare, route_both, run_diff, summarise
+from xroute.spark.io import Columns
 
 pytestmark = pytest.mark.spark
 

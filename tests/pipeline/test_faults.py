@@ -14,8 +14,8 @@ import pytest
 from tests.pipeline import data
 from xroute import Topology
 from xroute.errors import PipelineFailed
-from xroute.pipeline import job
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark import job
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = pytest.mark.spark
 COUNT = 4000

@@ -14,7 +14,7 @@ import pytest
 
 from tests.pipeline import data
 from xroute.errors import JavaUnavailable
-from xroute.pipeline.spark import find_java
+from xroute.spark.session import find_java
 
 HINT = "apt-get install openjdk-17-jre-headless"
 

@@ -15,9 +15,9 @@ import pytest
 from tests.pipeline import data
 from xroute import Topology
 from xroute.errors import DatasetError, OutputExists, OutputNotOurs, PipelineFailed
-from xroute.pipeline import job
+from xroute.spark import job
 from xroute.pipeline.commit import Commit
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark.job import PipelineOptions, run_pipeline
 from xroute.pipeline.output import LeftInOutput
 
 pytestmark = pytest.mark.spark

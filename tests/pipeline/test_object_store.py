@@ -18,7 +18,7 @@ import pytest
 from tests.pipeline import data
 from tests.services.seaweedfs import share_with_spark
 from xroute import OutputExists
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 COUNT = 2500

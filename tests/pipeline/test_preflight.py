@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from tests.pipeline import data
 from xroute.cli import EXIT_BAD_INPUT, cli
 from xroute.errors import DatasetError
-from xroute.pipeline.io import Columns
-from xroute.pipeline.job import PipelineOptions
-from xroute.pipeline.preflight import check_pipeline, dataset_columns
+from xroute.spark.io import Columns
+from xroute.spark.job import PipelineOptions
+from xroute.spark.preflight import check_pipeline, dataset_columns
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def folder(tmp_path, monkeypatch):
     def no_spark(*_args, **_kwargs):
         raise AssertionError("Spark was started before the input was checked")
 
-    monkeypatch.setattr("xroute.pipeline.spark.start_spark", no_spark)
+    monkeypatch.setattr("xroute.spark.session.start_spark", no_spark)
     return tmp_path
 
 
@@ -117,7 +117,7 @@ def test_diff_and_stream_check_before_spark_starts(folder):
 
 def test_a_failed_spark_job_names_the_file_it_could_not_read(tmp_path):
     from xroute.errors import PipelineFailed
-    from xroute.pipeline.job import spark_failure
+    from xroute.spark.job import spark_failure
 
     logs = tmp_path / "logs"
     spark_reader = (

@@ -1,5 +1,5 @@
 """The two ways of reading Parquet input: each task with pyarrow
-(`xroute.pipeline.pyarrow_reader`), or Spark's JVM reader. Both must give the same records, so
+(`xroute.spark.pyarrow_reader`), or Spark's JVM reader. Both must give the same records, so
 outputs with the same rows and the same types; auto must leave to Spark what pyarrow would read
 otherwise."""
 
@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from tests.pipeline import data
 from xroute.errors import DatasetError
-from xroute.pipeline.io import FILE_COLUMN, ROW_COLUMN, ParquetFooter, read_messages
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark.io import FILE_COLUMN, ROW_COLUMN, ParquetFooter, read_messages
+from xroute.spark.job import PipelineOptions, run_pipeline
 from xroute.pipeline.transform import relative_path
-from xroute.pipeline.pyarrow_reader import (
+from xroute.spark.pyarrow_reader import (
     arrow_schema,
     plan_splits,
     read_frame,

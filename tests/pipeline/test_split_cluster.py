@@ -22,7 +22,7 @@ from tests.pipeline.test_object_store import OUTPUTS, objects, read_object, rows
 from tests.pipeline.test_spark_route import expected_row
 from xroute import Topology
 from xroute.cli import EXIT_DIFF_CHANGED
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.cluster]
 REPO = Path(__file__).resolve().parents[2]

@@ -24,7 +24,7 @@ import pytest
 from tests.pipeline import data
 from xroute import Topology
 from xroute.errors import DatasetError, OutputExists
-from xroute.pipeline.stream import StreamOptions, run_stream
+from xroute.spark.stream import StreamOptions, run_stream
 from xroute.pipeline.stream_commit import MARKERS, committed_batches, committed_files
 from xroute.storage import locate
 
@@ -119,68 +119,125 @@ def test_driver_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
         extra = store.env
     else:
         out = str(tmp_path / "out")
-    source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
-    source.mkdir()
-    definitions = tmp_path / "defs.json"
-    definitions.write_text(json.dumps(data.definitions()))
-    files = 8
-    records_by_file = [batch_of(i * PER_FILE, i, generated=(i == 2)) for i in range(files)]
-    for i in range(2):
-        land(source, f"f{i:03d}.parquet", records_by_file[i], generated=(i == 2))
-    arguments = ["-d", str(definitions), "-m", str(source), "-o", out]
-    arguments += ["--checkpoint", str(checkpoint), "--max-files", "1", "--master", "local[2]"]
-    log = (tmp_path / "first.log").open("w")
-    first = subprocess.Popen(
-        cli("stream", *arguments, "--trigger-interval", "200ms"),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=cli_env(extra),
-        start_new_session=True,  # its own group: the JVM and Python workers die with it
-    )
-    target = locate(out)
-    killed_in = None
-    landed = 2
-    try:
-        deadline = time.monotonic() + 400
-        while killed_in is None and time.monotonic() < deadline:
-            assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            committed = committed_batches(target) if target.exists() else {}
-            if landed < files and len(committed) >= landed - 1:
-                land(source, f"f{landed:03d}.parquet", records_by_file[landed], landed == 2)
-                landed += 1
-            # Mid-batch: the next batch's staging is there, its marker is not.
-            following = max(committed, default=-1) + 1
-            if committed and target.child("_temporary", f"batch-{following}").exists():
-                if not target.child(MARKERS, f"{following}.json").exists():
-                    os.killpg(first.pid, signal.SIGKILL)
-                    killed_in = following
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and killed_in is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(60)
-        log.close()
-    assert killed_in is not None, "the stream never had a batch in flight to kill"
-    assert first.returncode == -signal.SIGKILL
-    assert not target.child(MARKERS, f"{killed_in}.json").exists()
-    for i in range(landed, files):
-        land(source, f"f{i:03d}.parquet", records_by_file[i], generated=(i == 2))
+    crash = Crash(tmp_path, out, ["--master", "local[2]"], extra)
+    killed_in = crash.run_until_mid_batch(lambda: os.killpg(crash.first.pid, signal.SIGKILL))
+    assert crash.first.returncode == -signal.SIGKILL
+    crash.restart_and_check(killed_in, ["--master", "local[2]"])
 
-    second = subprocess.run(
-        cli("stream", *arguments, "--available-now"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=cli_env(extra),
-    )
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    records = [r for chunk in records_by_file for r in chunk]
-    expected = data.expected(Topology.from_definitions(data.definitions()), records)
-    assert_exactly_once(out, expected, records)
-    markers = committed_batches(target)
-    assert killed_in in markers, "the batch killed mid-way was redone"
-    assert sum(len(m["inputs"]) for m in markers.values()) == files, "each file in one batch"
-    assert not target.child("_temporary").exists(), "no staging left behind"
+
+def test_connect_server_killed_mid_batch_then_restarted_loses_and_doubles_nothing(tmp_path):
+    """On Spark Connect the driver is the server, and foreachBatch runs in its Python workers:
+    the server is SIGKILLed while a batch is staged but not committed (the client then fails);
+    a new server and a restart on the same checkpoint finish the job."""
+    from tests.services.connect import ConnectServer
+
+    first_server = ConnectServer(tmp_path / "server-1").start()
+    try:
+        # The client retries a lost server for XROUTE_CONNECT_PATIENCE_S, then fails.
+        patience = {"XROUTE_CONNECT_PATIENCE_S": "5"}
+        crash = Crash(tmp_path, str(tmp_path / "out"), ["--remote", first_server.url], patience)
+        killed_in = crash.run_until_mid_batch(first_server.kill, exit_wait_s=300)
+    finally:
+        first_server.stop()
+    assert crash.first.returncode == 2, crash.log_tail()
+    assert "lost the Spark Connect server" in crash.log_tail().strip().splitlines()[-1]
+    with ConnectServer(tmp_path / "server-2") as second_server:
+        crash.restart_and_check(killed_in, ["--remote", second_server.url])
+
+
+class Crash:
+    """A stream run in a subprocess over files that land while it runs, killed mid-batch, then
+    restarted with --available-now; the outputs checked exactly once."""
+
+    FILES = 8
+
+    def __init__(
+        self, tmp_path: Path, out: str, session: list[str], env: dict[str, str] | None = None
+    ) -> None:
+        self.tmp_path, self.out, self.env = tmp_path, out, cli_env(env)
+        self.source = tmp_path / "in"
+        self.source.mkdir()
+        definitions = tmp_path / "defs.json"
+        definitions.write_text(json.dumps(data.definitions()))
+        self.records_by_file = [
+            batch_of(i * PER_FILE, i, generated=(i == 2)) for i in range(self.FILES)
+        ]
+        self.landed = 0
+        for _ in range(2):
+            self.land_next()
+        self.arguments = ["-d", str(definitions), "-m", str(self.source), "-o", out]
+        self.arguments += ["--checkpoint", str(tmp_path / "checkpoint"), "--max-files", "1"]
+        self.log = tmp_path / "first.log"
+        with self.log.open("w") as log:
+            self.first = subprocess.Popen(
+                cli("stream", *self.arguments, *session, "--trigger-interval", "200ms"),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,  # its own group: the JVM and Python workers die with it
+            )
+
+    def land_next(self) -> None:
+        i = self.landed
+        land(self.source, f"f{i:03d}.parquet", self.records_by_file[i], generated=(i == 2))
+        self.landed += 1
+
+    def log_tail(self) -> str:
+        return self.log.read_text()[-3000:]
+
+    def run_until_mid_batch(self, kill: Any, exit_wait_s: float = 120) -> int:
+        """Land files one batch ahead of the stream; ``kill()`` once a batch is staged and its
+        marker not written; the id of that batch, once the stream's process has ended (by
+        itself within ``exit_wait_s``, else SIGKILLed)."""
+        target = locate(self.out)
+        killed_in = None
+        try:
+            deadline = time.monotonic() + 400
+            while killed_in is None and time.monotonic() < deadline:
+                assert self.first.poll() is None, self.log_tail()
+                committed = committed_batches(target) if target.exists() else {}
+                if self.landed < self.FILES and len(committed) >= self.landed - 1:
+                    self.land_next()
+                following = max(committed, default=-1) + 1
+                if committed and target.child("_temporary", f"batch-{following}").exists():
+                    if not target.child(MARKERS, f"{following}.json").exists():
+                        kill()
+                        killed_in = following
+                time.sleep(0.005)
+        finally:
+            if self.first.poll() is None and killed_in is None:
+                os.killpg(self.first.pid, signal.SIGKILL)
+            try:
+                self.first.wait(exit_wait_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.first.pid, signal.SIGKILL)
+                self.first.wait(60)
+        assert killed_in is not None, "the stream never had a batch in flight to kill"
+        assert not target.child(MARKERS, f"{killed_in}.json").exists()
+        return killed_in
+
+    def restart_and_check(self, killed_in: int, session: list[str]) -> None:
+        """Land the remaining files, run the stream again until they are all routed, and check
+        every message was written exactly once."""
+        while self.landed < self.FILES:
+            self.land_next()
+        second = subprocess.run(
+            cli("stream", *self.arguments, *session, "--available-now"),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=self.env,
+        )
+        assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        records = [r for chunk in self.records_by_file for r in chunk]
+        expected = data.expected(Topology.from_definitions(data.definitions()), records)
+        assert_exactly_once(self.out, expected, records)
+        target = locate(self.out)
+        markers = committed_batches(target)
+        assert killed_in in markers, "the batch killed mid-way was redone"
+        inputs = sum(len(m["inputs"]) for m in markers.values())
+        assert inputs == self.FILES, "each file in one batch"
+        assert not target.child("_temporary").exists(), "no staging left behind"
 
 
 # ---------------------------------------------------------------------- in-process runs

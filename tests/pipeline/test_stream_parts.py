@@ -10,7 +10,7 @@ from xroute import Topology
 from xroute.cli import cli
 from xroute.cli.stream import parse_interval
 from xroute.errors import DatasetError, PipelineFailed
-from xroute.pipeline.stream import _failure
+from xroute.spark.stream import _failure
 from xroute.pipeline.stream_summary import status_line, stream_summary
 
 
@@ -117,7 +117,7 @@ def test_a_spark_failure_names_the_file_it_could_not_read(tmp_path):
 
 @pytest.mark.parametrize("source", ["s3://bucket/in", "gs://bucket/in"])
 def test_a_source_spark_cannot_list_is_refused_up_front(source):
-    from xroute.pipeline.io import read_message_stream
+    from xroute.spark.io import read_message_stream
 
     with pytest.raises(DatasetError, match="Hadoop connector") as caught:
         read_message_stream(None, source)
@@ -129,7 +129,7 @@ def test_definitions_reload_only_on_change_and_name_a_bad_file(tmp_path):
 
     from tests.pipeline import data
     from xroute.errors import DefinitionsError
-    from xroute.pipeline.stream import Definitions
+    from xroute.spark.stream import Definitions
 
     path = tmp_path / "defs.json"
     path.write_text(json.dumps(data.definitions()))

@@ -10,7 +10,7 @@ import pytest
 from tests.pipeline import data
 from xroute import Topology
 from xroute.batch import BatchRouter
-from xroute.pipeline.io import FILE_COLUMN, ROW_COLUMN
+from xroute.spark.io import FILE_COLUMN, ROW_COLUMN
 from xroute.pipeline.transform import Plan, route_batch
 
 ROOT = "file:///data/in"

@@ -17,7 +17,7 @@ import pytest
 from tests.pipeline.test_transform import ROOT, as_batch
 from xroute import Topology
 from xroute.batch import BatchRouter
-from xroute.pipeline.job import PipelineOptions, run_pipeline
+from xroute.spark.job import PipelineOptions, run_pipeline
 from xroute.pipeline.transform import Plan, route_batch
 
 SENT = 1_700_000_000  # seconds since the epoch

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from xroute.pipeline.spark import start_spark
+from xroute.spark.session import start_spark
 
 TASKS = 2
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from xroute.amqp.view import BrokerView
 from xroute.amqp.vhost import Record, VirtualHost
 from xroute.errors import XRouteError
+from xroute.profiles import profile
 from xroute.topology import Topology
 
 T = TypeVar("T")
@@ -27,6 +28,8 @@ class Broker:
     """An AMQP 0-9-1 broker in memory, on asyncio; routing is `Topology`'s.
 
     Nothing is persisted: messages, queues and declarations live as long as the broker.
+    ``rabbitmq="3.10"`` (a profile of `xroute.profiles.VERSIONS`) routes and replies as that
+    version where versions differ; the default follows RabbitMQ 4.3.
 
     ``with Broker() as broker:`` runs it in a thread of its own (for synchronous code);
     ``async with Broker() as broker:`` runs it on the running loop. ``port=0`` picks a free
@@ -48,15 +51,23 @@ class Broker:
     ) -> None:
         if topology is not None and definitions is not None:
             raise XRouteError("give a topology or definitions, not both")
+        chosen = profile(rabbitmq)  # UnknownProfile names the known ones
+        if topology is not None and rabbitmq is not None and topology.profile != chosen:
+            raise XRouteError(
+                f"the topology routes as {topology.profile.name or 'the default'} profile, not "
+                f"{rabbitmq}: build it with Topology(rabbitmq={rabbitmq!r})"
+            )
         if definitions is not None:
-            topology = Topology.from_definitions(definitions)
+            topology = Topology.from_definitions(definitions, rabbitmq=rabbitmq)
+        elif topology is None:
+            topology = Topology(rabbitmq=rabbitmq)
         self.host = host
         self.port = port
         self.vhost = VirtualHost(vhost, topology)
         self.users = dict(users if users is not None else DEFAULT_USERS)
         self.heartbeat = heartbeat
         self.record = record  # keep acks and nacks for the test view (RECORD_LIMIT of them)
-        self.rabbitmq = rabbitmq  # the RabbitMQ version whose behaviour is asked for
+        self.rabbitmq = rabbitmq  # the profile (xroute.profiles) its topology routes and replies as
         self.connections: set[Any] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None

@@ -28,7 +28,7 @@ from xroute.amqp.frames import (
     split_content_header,
 )
 from xroute.amqp.message import Message, QueuedMessage
-from xroute.amqp.vhost import Record, amqp_error, server_name
+from xroute.amqp.vhost import Record, server_name
 from xroute.errors import XRouteError
 from xroute.topology import DEFAULT_EXCHANGE
 
@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from xroute.amqp.connection import Connection
     from xroute.amqp.queues import BrokerQueue
 
-# RabbitMQ 4.x's default max_message_size.
+# RabbitMQ 4.x's default max_message_size; 3.x's was 128 MiB (the vhost's profile chooses).
 MAX_MESSAGE_SIZE = 16 * 1024 * 1024
+MAX_MESSAGE_SIZE_3X = 128 * 1024 * 1024
 
 
 class Consumer:
@@ -158,7 +159,7 @@ class Channel:
         except AMQPError:
             raise
         except XRouteError as error:
-            raise amqp_error(error, self.vhost.name) from None
+            raise self.vhost.refusal(error) from None
         if reply is not None and not getattr(method, "nowait", False):
             self.send(reply)
 
@@ -168,12 +169,12 @@ class Channel:
         if self._header_seen:
             raise AMQPError(UNEXPECTED_FRAME, "expected content body, got content header")
         class_id, body_size, properties = split_content_header(payload)
-        if body_size > MAX_MESSAGE_SIZE:
+        limit = MAX_MESSAGE_SIZE_3X if self.vhost.rabbitmq_3x else MAX_MESSAGE_SIZE
+        if body_size > limit:
             self._publish = None
             raise AMQPError(
                 PRECONDITION_FAILED,
-                f"message size {body_size} is larger than configured max size "
-                f"{MAX_MESSAGE_SIZE}",
+                f"message size {body_size} is larger than configured max size {limit}",
             )
         self._properties = properties
         self._body_size = body_size

@@ -14,6 +14,7 @@ from typing import Any
 
 from xroute.amqp.errors import (
     ACCESS_REFUSED,
+    COMMAND_INVALID,
     NOT_FOUND,
     PRECONDITION_FAILED,
     AMQPError,
@@ -33,6 +34,7 @@ from xroute.errors import (
     UnknownQueue,
     XRouteError,
 )
+from xroute.profiles import is_3x
 from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 # The broker keeps this many returned, dead-lettered and settled records for the test view.
@@ -58,7 +60,8 @@ def server_name(prefix: str) -> str:
 
 
 def amqp_error(error: XRouteError, vhost: str) -> AMQPError:
-    """The reply RabbitMQ gives for what `Topology` refused."""
+    """The reply RabbitMQ gives for what `Topology` refused (as the topology's profile words
+    it, where versions differ)."""
     if isinstance(error, AMQPError):
         return error
     if isinstance(error, UnknownExchange):
@@ -68,8 +71,11 @@ def amqp_error(error: XRouteError, vhost: str) -> AMQPError:
     if isinstance(error, AccessRefused):
         return AMQPError(ACCESS_REFUSED, str(error))
     if isinstance(error, UnknownExchangeType):
-        # RabbitMQ 4.x; 3.x answered 503 COMMAND_INVALID and closed the connection.
-        return AMQPError(PRECONDITION_FAILED, f"invalid exchange type '{error.exchange_type}'")
+        # 3.x: rabbit_exchange:check_type's command_invalid, on the connection.
+        if error.reply_code == COMMAND_INVALID:
+            return AMQPError(COMMAND_INVALID, f"unknown exchange type '{error.exchange_type}'")
+        # RabbitMQ 4.x: a precondition failure, on the channel.
+        return AMQPError(PRECONDITION_FAILED, f"unknown exchange type '{error.exchange_type}'")
     if isinstance(error, BindingNotFound):
         return AMQPError(NOT_FOUND, str(error))
     # PreconditionFailed (an inequivalent redeclare), InvalidArguments (a bad x-match),
@@ -91,6 +97,15 @@ class VirtualHost:
             self.queues[queue.name] = self._new_queue(
                 queue.name, queue.durable, queue.auto_delete, None, dict(queue.arguments)
             )
+
+    @property
+    def rabbitmq_3x(self) -> bool:
+        """True when the topology's profile is a RabbitMQ 3.x one (replies and limits as 3.x)."""
+        return is_3x(self.topology.profile)
+
+    def refusal(self, error: XRouteError) -> AMQPError:
+        """The reply RabbitMQ (of the topology's profile) gives for what `Topology` refused."""
+        return amqp_error(error, self.name)
 
     # ------------------------------------------------------------------ time
 
@@ -219,7 +234,7 @@ class VirtualHost:
             )
         except XRouteError as error:
             queue.stop_timers()
-            raise amqp_error(error, self.name) from None
+            raise self.refusal(error) from None
         self.queues[name] = queue
         return queue
 
@@ -289,7 +304,7 @@ class VirtualHost:
         except (InvalidHeaders, InvalidRoutingKey) as error:
             raise AMQPError(PRECONDITION_FAILED, f"invalid message: {error}") from None
         except XRouteError as error:
-            raise amqp_error(error, self.name) from None
+            raise self.refusal(error) from None
 
     def enqueue(self, message: Message, queue_names: frozenset[str]) -> bool:
         """Put ``message`` in each queue; False if any refused it (x-overflow reject-publish)."""

@@ -139,6 +139,13 @@ class ConnectServer:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
 
+    def kill(self) -> None:
+        """SIGKILL the server's whole process group at once, as a crash would (for tests that
+        kill the driver); `stop` then only reaps it."""
+        if self._process is not None and self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
     def __enter__(self) -> ConnectServer:
         return self.start()
 

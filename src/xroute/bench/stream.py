@@ -57,9 +57,9 @@ def run_benchmark(
     bench: StreamBench, out: Path, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Run the three measurements; write ``results.json`` and ``stream.png`` into ``out``."""
-    from xroute.pipeline.job import PipelineOptions, run_pipeline
-    from xroute.pipeline.spark import start_spark
-    from xroute.pipeline.stream import StreamOptions, run_stream
+    from xroute.spark.job import PipelineOptions, run_pipeline
+    from xroute.spark.session import start_spark
+    from xroute.spark.stream import StreamOptions, run_stream
     from xroute.pipeline.stream_commit import committed_batches
 
     out.mkdir(parents=True, exist_ok=True)

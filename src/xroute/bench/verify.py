@@ -70,9 +70,9 @@ def ensure_trace(defs: Path, messages: Path, say: Any = print) -> Path:
 
 def run_benchmark(workload: Workload, master: str, data: Path, out: Path, say: Any = print) -> dict[str, Any]:
     """Verify and the pipeline, side by side; results.json and verify.png in ``out``."""
-    from xroute.pipeline.job import PipelineOptions, run_pipeline
-    from xroute.pipeline.spark import start_spark
-    from xroute.pipeline.verify import VerifyOptions, run_verify
+    from xroute.spark.job import PipelineOptions, run_pipeline
+    from xroute.spark.session import start_spark
+    from xroute.spark.verify import VerifyOptions, run_verify
 
     defs, messages = ensure_workload(data, workload, say)
     trace = ensure_trace(defs, messages, say)

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from xroute.errors import XRouteError
+from xroute.errors import SparkConnectUnavailable, XRouteError
 from xroute.extras import missing
 
 EXIT_OK = 0
@@ -31,6 +31,10 @@ class XRouteGroup(click.Group):
             try:
                 return super().invoke(ctx)
             except XRouteError as error:
+                if isinstance(error, SparkConnectUnavailable):
+                    from xroute.spark.session import abandon_lost_server
+
+                    abandon_lost_server()
                 click.echo(f"xroute: error: {error}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             except ModuleNotFoundError as error:

@@ -66,7 +66,8 @@ from xroute.cli.bench import bench
     "--dataframe/--no-dataframe",
     default=True,
     show_default=True,
-    help="Also route the file with xroute.spark.route on a DataFrame.",
+    help="Also route the file with xroute.spark.route on a DataFrame, then write it with "
+    "xroute.spark.write and with Spark's writer.",
 )
 @click.option(
     "--s3/--no-s3",
@@ -143,7 +144,9 @@ def bench_pipeline(
     runs = [
         (f"Spark {spark['master']} end to end", spark),
         ("Spark, Spark's Parquet reader", results.get("spark_own_reader")),
-        ("route() then Spark's writer", results.get("dataframe_route")),
+        ("route() then xroute.spark.write", results.get("dataframe_route")),
+        ("Spark's reader, route(), write()", results.get("dataframe_route_spark_reader")),
+        ("route() then Spark's writer", results.get("dataframe_route_spark_writer")),
         ("Spark, input and output on S3", results.get("spark_s3")),
         ("Spark, Delta Lake tables", results.get("spark_delta")),
         ("Spark Connect, same master", results.get("spark_connect")),

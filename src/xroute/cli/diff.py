@@ -48,8 +48,12 @@ SHOWN_LINES = 40  # static differences printed; diff.json has them all
 )
 @click.option("--exchange", "-e", default=None, help="Exchange for records with no 'exchange'.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["auto", "parquet", "json", "csv"]), default="auto",
-    show_default=True, help="Message log format (auto: from the file suffixes).",
+    "--format", "fmt",
+    type=click.Choice(["auto", "parquet", "json", "csv", "firehose", "rabbitmq-tracing"]),
+    default="auto", show_default=True,
+    help="Message log format; firehose and rabbitmq-tracing read RabbitMQ's own traces (publish "
+    "records; deliveries and events counted apart). auto: a trace when the first file "
+    "certainly is one, else from the file suffixes.",
 )
 @click.option(
     "--fail-on", type=click.Choice(["change", "lost"]), default="change", show_default=True,
@@ -110,8 +114,8 @@ def diff(
     after = Topology.from_definitions(new_defs, vhost=vhost)
     static = static_diff(before, after)
     if messages is not None:
-        from xroute.pipeline.io import Columns
-        from xroute.pipeline.preflight import check_diff
+        from xroute.spark.io import Columns
+        from xroute.spark.preflight import check_diff
 
         columns = Columns(key_column, exchange_column, headers_column)
         check_diff(messages, fmt, out, overwrite, (old, new), columns)  # before Spark starts
@@ -119,8 +123,8 @@ def diff(
     report: dict[str, Any] = {"old": old, "new": new, "static": static.to_dict()}
     traffic = None
     if messages is not None:
-        from xroute.pipeline.diff import DiffOptions, run_diff
-        from xroute.pipeline.spark import start_spark
+        from xroute.spark.diff import DiffOptions, run_diff
+        from xroute.spark.session import start_spark
 
         options = DiffOptions(
             old=old_defs,
@@ -134,7 +138,7 @@ def diff(
         traffic = run_diff(spark, options, report)
         report["traffic"] = traffic.to_dict()
     elif out is not None:
-        from xroute.pipeline.diff import publish_report
+        from xroute.spark.diff import publish_report
 
         publish_report(report, out, overwrite, inputs=(old, new))
     if as_json:
@@ -164,6 +168,8 @@ def _print(static: StaticDiff, traffic: dict[str, Any] | None, console: Console)
     for name in ("changed", "unchanged", "gained_a_queue", "lost_a_queue", "became_unroutable",
                  "became_routable", "refused_before", "refused_after"):
         table.add_row(name.replace("_", " "), f"{counts[name]:,}")
+    for kind, n in traffic.get("trace_records_skipped", {}).items():
+        table.add_row(f"trace {kind} records (not routed)", f"{n:,}")
     console.print(table)
     if traffic["per_queue"]:
         queues = Table(title="per queue (largest change first)")

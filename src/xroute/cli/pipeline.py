@@ -24,7 +24,7 @@ from xroute.definitions import with_profile
 from xroute.engines import ENGINES
 from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.pyarrow_reader import READERS
+from xroute.spark.pyarrow_reader import READERS
 
 
 def _columns(text: str | None) -> tuple[str, ...]:
@@ -51,10 +51,13 @@ def _columns(text: str | None) -> tuple[str, ...]:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["auto", "parquet", "json", "csv"]),
+    type=click.Choice(["auto", "parquet", "json", "csv", "firehose", "rabbitmq-tracing"]),
     default="auto",
     show_default=True,
-    help="Dataset format (auto: from the file suffixes).",
+    help="Dataset format. firehose: xroute capture's files; rabbitmq-tracing: the tracing "
+    "plugin's json or text logs (publish records are routed, deliveries and events counted "
+    "apart; docs/traces.md). auto: a trace when the first file certainly is one, else from "
+    "the file suffixes.",
 )
 @click.option(
     "--master",
@@ -127,10 +130,10 @@ def pipeline(
     """
     check_session_options(master, remote)
     require("pyspark", "pandas", "matplotlib", what="xroute pipeline")
-    from xroute.pipeline.io import Columns
-    from xroute.pipeline.job import PipelineOptions, run_pipeline
-    from xroute.pipeline.preflight import check_pipeline
-    from xroute.pipeline.spark import start_spark
+    from xroute.spark.io import Columns
+    from xroute.spark.job import PipelineOptions, run_pipeline
+    from xroute.spark.preflight import check_pipeline
+    from xroute.spark.session import start_spark
     from xroute.pipeline.summary import summary_tables
 
     console = Console()

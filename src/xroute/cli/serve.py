@@ -8,7 +8,7 @@ import signal
 import click
 
 from xroute.cli import cli
-from xroute.cli.options import DEFINITIONS_HELP, load_topology
+from xroute.cli.options import DEFINITIONS_HELP, load_topology, rabbitmq_option
 from xroute.errors import XRouteError
 
 
@@ -31,8 +31,7 @@ def _user(text: str) -> tuple[str, str]:
               help="Virtual host of the definitions to load; also the broker's (default /).")
 @click.option("--user", "users", multiple=True, metavar="USER:PASSWORD",
               help="A user clients may log in as (default guest:guest). Repeat for more.")
-@click.option("--rabbitmq", "rabbitmq", default=None, metavar="VERSION",
-              help="The RabbitMQ version to behave as (recorded; 4.x behaviour is served).")
+@rabbitmq_option
 @click.option("--heartbeat", default=60, show_default=True, type=click.IntRange(0, 65535),
               help="Heartbeat interval offered to clients, seconds (0: none).")
 def serve(
@@ -53,7 +52,7 @@ def serve(
     except ImportError as error:  # pamqp is the amqp extra's
         raise XRouteError(f"xroute serve needs pamqp: pip install 'xroute[amqp]' ({error})")
 
-    topology = load_topology(definitions, vhost) if definitions else None
+    topology = load_topology(definitions, vhost, rabbitmq=rabbitmq) if definitions else None
     broker = Broker(
         host,
         port,

@@ -57,10 +57,12 @@ def parse_interval(text: str) -> float:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["auto", "parquet", "json", "csv"]),
+    type=click.Choice(["auto", "parquet", "json", "csv", "firehose", "rabbitmq-tracing"]),
     default="auto",
     show_default=True,
-    help="File format (auto: from the suffixes of the files present at start).",
+    help="File format. firehose: xroute capture's Parquet files (publish records routed, "
+    "deliveries and events counted apart); rabbitmq-tracing is refused (its logs grow in "
+    "place). auto: a capture when the first file present is one, else from the suffixes.",
 )
 @click.option(
     "--schema",
@@ -135,10 +137,10 @@ def stream(
     """
     check_session_options(master, remote)
     require("pyspark", "pandas", "matplotlib", what="xroute stream")
-    from xroute.pipeline.io import Columns
-    from xroute.pipeline.preflight import check_stream
-    from xroute.pipeline.spark import start_spark
-    from xroute.pipeline.stream import StreamOptions, run_stream
+    from xroute.spark.io import Columns
+    from xroute.spark.preflight import check_stream
+    from xroute.spark.session import start_spark
+    from xroute.spark.stream import StreamOptions, run_stream
 
     if available_now and trigger_interval is not None:
         raise click.UsageError("--available-now and --trigger-interval exclude each other")
@@ -175,3 +177,5 @@ def stream(
         f"{counts['deliveries']:,} deliveries, {counts['unroutable']:,} unroutable, "
         f"{counts['rejected']:,} rejected; summary in {out}/summary.json"
     )
+    for kind, n in summary.get("trace_records_skipped", {}).items():
+        console.print(f"trace {kind} records (not routed): {n:,}")

@@ -103,8 +103,8 @@ def verify(
     unsupported exchange), 2 on bad input.
     """
     require("pyspark", "pandas", "matplotlib", what="xroute verify")
-    from xroute.pipeline.spark import start_spark
-    from xroute.pipeline.verify import VerifyOptions, prepare_verify, run_verify
+    from xroute.spark.session import start_spark
+    from xroute.spark.verify import VerifyOptions, prepare_verify, run_verify
 
     options = VerifyOptions(
         definitions=resolve_definitions(definitions, vhost), traces=traces, out=out,

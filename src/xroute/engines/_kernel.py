@@ -58,6 +58,9 @@ SMALL_SET = 4
 # are more than this many (a broadcast to thousands of queues: one copy, not a gather).
 GATHER_KEEP = 64
 _PLAIN = -2  # from _build_transition: go on with the plain walk
+# A key's final "state" at or below this: its answer is the list of literal key
+# ``_LITERAL - final`` of the exact-key table, as is (see `_with_literal`).
+_LITERAL = -2
 
 
 @njit(cache=True, inline="always")
@@ -67,9 +70,19 @@ def _slot(key, shift):
 
 @njit(cache=True, inline="always")
 def _hash_bytes(data, begin, stop):
-    value = _FNV_OFFSET
-    for i in range(begin, stop):
-        value = (value ^ np.uint64(data[i])) * _FNV_PRIME
+    # Eight bytes at a time, one multiply each: a byte-wise FNV chain made hashing a whole
+    # 5-word key (auto's exact-key table, probed for every key) cost a third of a warm walk.
+    value = _FNV_OFFSET ^ np.uint64(stop - begin)
+    i = begin
+    while i < stop:
+        chunk = np.uint64(0)
+        shift = np.uint64(0)
+        for j in range(i, min(i + 8, stop)):
+            chunk |= np.uint64(data[j]) << shift
+            shift += np.uint64(8)
+        value = (value ^ chunk) * _HASH_MULTIPLIER
+        value ^= value >> np.uint64(29)
+        i += 8
     return np.int64(value >> np.uint64(1))  # non-negative, so -1 can mark an empty slot
 
 
@@ -312,9 +325,10 @@ def _build_transition(state, word, slot, live, following, trie, dfa, meta, mark)
 
 
 @njit(cache=True)
-def _write(first, stop, final, side, side_start, offsets, dfa, out):
+def _write(first, stop, final, side, side_start, offsets, dfa, out, literal_ids):
     """Copy the destinations of keys ``first .. stop - 1`` into ``out`` (grown if needed)."""
     state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
+    literal_start, literal_destinations = literal_ids
     needed = offsets[stop]
     if needed > out.shape[0]:
         grown = np.empty(max(needed, 2 * out.shape[0]), dtype=np.int32)
@@ -326,8 +340,10 @@ def _write(first, stop, final, side, side_start, offsets, dfa, out):
         state = final[k]
         if state >= 0:
             source, begin = state_destinations, state_destination_start[state]
-        else:
+        elif state == _EMPTY:
             source, begin = side, side_start[k]
+        else:
+            source, begin = literal_destinations, literal_start[_LITERAL - state]
         if count < 16:  # a slice copy costs reference counting: worth it for long lists only
             for i in range(count):
                 out[at + i] = source[begin + i]
@@ -337,14 +353,61 @@ def _write(first, stop, final, side, side_start, offsets, dfa, out):
 
 
 @njit(cache=True)
+def _with_literal(k, literal, final, side, side_used, side_start, offsets, dfa, literal_ids,
+                  seen, meta):
+    """Key ``k``'s answer so far (a state's list or a ``side`` slice) united with the
+    destinations of its literal bindings (entry ``literal`` of the exact-key table), no
+    repeats, as a new ``side`` slice; returns ``side`` (maybe grown) and its use."""
+    literal_start, literal_destinations = literal_ids
+    first, stop = literal_start[literal], literal_start[literal + 1]
+    count = offsets[k + 1] - offsets[k]
+    if count == 0:  # the usual case, no wildcard binding matched: `_write` copies the list
+        final[k] = _LITERAL - literal
+        offsets[k + 1] = offsets[k] + stop - first
+        return side, side_used
+    if final[k] >= 0:
+        source, begin = dfa[4], dfa[2][final[k]]
+    else:
+        source, begin = side, side_start[k]
+    needed = side_used + count + stop - first
+    if needed > side.shape[0]:
+        grown = np.empty(max(needed, 2 * side.shape[0]), dtype=np.int32)
+        grown[:side_used] = side[:side_used]
+        if final[k] < 0:
+            source = grown
+        side = grown
+    before = side_used
+    meta[SEEN] += 1
+    stamp = meta[SEEN]
+    for i in range(count):
+        destination = source[begin + i]
+        seen[destination] = stamp
+        side[side_used] = destination
+        side_used += 1
+    for j in range(first, stop):
+        destination = literal_destinations[j]
+        if seen[destination] != stamp:
+            seen[destination] = stamp
+            side[side_used] = destination
+            side_used += 1
+    final[k] = _EMPTY
+    side_start[k] = before
+    offsets[k + 1] = offsets[k] + side_used - before
+    return side, side_used
+
+
+@njit(cache=True)
 def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, dfa, meta,
-                mark, seen):
+                mark, seen, literal_keys, literal_ids):
     """Destinations of each key as (offsets int64[n + 1], ids int32), no repeats per key.
 
     Key ``i`` is the UTF-8 ``data[key_offsets[i] : key_offsets[i + 1]]`` (Arrow's layout).
     ``vocabulary``, ``trie`` and ``destinations`` are the flat trie (see
     `xroute.engines.compiled.FlatTrie`), ``dfa`` and ``meta`` the DFA carried between calls,
     ``mark`` (one per node) and ``seen`` (one per destination) scratch stamps.
+    ``literal_keys`` is the exact-key table of the literal bindings kept outside the trie
+    (laid out as ``vocabulary``, whole keys for words) and ``literal_ids`` their destination
+    lists: a key found there gets them besides what the walk finds.
     """
     state_start, state_nodes = dfa[0], dfa[1]
     state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
@@ -363,9 +426,10 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
     side_used = 0
     out = np.empty(0, dtype=np.int32)
     written = 0  # keys before this one are in `out` already
+    has_literals = literal_keys[1].shape[0] > 1
     for k in range(keys):
         if meta[RESET_PENDING]:
-            out = _write(written, k, final, side, side_start, offsets, dfa, out)
+            out = _write(written, k, final, side, side_start, offsets, dfa, out, literal_ids)
             written = k
             side_used = 0
             _reset(dfa, meta)
@@ -377,6 +441,8 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
             meta[START] = state
         position = key_offsets[k]
         end = key_offsets[k + 1]
+        # hot: `--shapes` unicast / literal / nats batches: one probe for the whole key
+        literal = _word_id(data, position, end, literal_keys) if has_literals else _EMPTY
         plain = -1  # once the DFA runs out of room: how many live nodes are in `live`
         more = position < end  # a key "" has no words; "a." has two, the second empty
         while more:
@@ -433,6 +499,10 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
                 final[k] = _EMPTY
                 side_start[k] = before
                 offsets[k + 1] = offsets[k] + side_used - before
+                if literal != _EMPTY:
+                    side, side_used = _with_literal(k, literal, final, side, side_used,
+                                                    side_start, offsets, dfa, literal_ids,
+                                                    seen, meta)
                 continue
         cached = state_destination_count[state]
         if cached == _EMPTY:
@@ -456,8 +526,15 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
                 final[k] = _EMPTY
                 side_start[k] = before
                 offsets[k + 1] = offsets[k] + cached
+                if literal != _EMPTY:
+                    side, side_used = _with_literal(k, literal, final, side, side_used,
+                                                    side_start, offsets, dfa, literal_ids,
+                                                    seen, meta)
                 continue
         final[k] = state
         offsets[k + 1] = offsets[k] + cached
-    out = _write(written, keys, final, side, side_start, offsets, dfa, out)
+        if literal != _EMPTY:
+            side, side_used = _with_literal(k, literal, final, side, side_used, side_start,
+                                            offsets, dfa, literal_ids, seen, meta)
+    out = _write(written, keys, final, side, side_start, offsets, dfa, out, literal_ids)
     return offsets, out[: offsets[keys]]

@@ -17,8 +17,9 @@ lookup per word in the DFA. The rule, also in docs/engines.md:
   writes ids straight from Arrow's buffers, if its flat copy of the trie is current; otherwise
   only once the keys of such batches since the last binding change reach
   `AUTO_FLATTEN_AFTER`, because flattening the trie costs about as much as routing that many
-  new keys with the Python DFA. Smaller batches, and batches right after a change: the memo
-  and the DFA, flattened by `TopicMatcher` (one id array per distinct frozenset).
+  new keys with the Python DFA; from `AUTO_BATCH_MIN_FLAT` keys once the flat trie is
+  current. Smaller batches, and batches right after a change: the memo and the DFA,
+  flattened by `TopicMatcher` (one id array per distinct frozenset).
 
 The memo is bounded (`AUTO_MEMO_MAX_KEYS`, `AUTO_MEMO_MAX_CELLS`) and dropped whole on any
 binding change: the DFA below is invalidated precisely and stays warm, so refilling the memo
@@ -42,6 +43,10 @@ from xroute.engines.literal import LiteralIndex, is_literal
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
 # kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
 AUTO_BATCH_MIN = 256
+# ... unless the kernel's flat trie is current already: then from this many keys. The DFA path
+# turns each distinct answer into an id array per batch, so a broadcast (10k queues a key)
+# in batches of 48 keys was 14 times slower there than in the kernel, which copies a kept list.
+AUTO_BATCH_MIN_FLAT = 32
 # Flattening costs about 5 µs per trie node, and on keys it has not seen the Python DFA costs
 # about as much per key as flattening does per 10-100 nodes (both grow with the bindings; see
 # `xroute bench engines`): after about this many batch keys a fresh flat trie has paid for itself.
@@ -184,6 +189,11 @@ class AutoEngine(BatchKernel, DfaEngine):
             found = self._finish(state)
         return self._literal.combine(key, found) if key in self._literal_keys else found
 
+    # The destinations of the bindings with wildcards that match a valid key: the DFA walk
+    # alone, no memo, no literal bindings (see `TopicMatcher.wildcard_matcher`). An alias, not
+    # a method that calls it: one call less on every first route of `Topology.route`.
+    match_wildcards = DfaEngine.match
+
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
         # Key by key through `match` (memo, then the inlined DFA walk): the frozensets come
         # from the memo or the DFA's states, shared, never built per key. ``self.match`` is
@@ -193,7 +203,9 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
         # None hands the batch back to TopicMatcher's generic path (match_many, flattened).
-        if len(keys) >= AUTO_BATCH_MIN and self._kernel_worth(len(keys)):
+        size = len(keys)
+        if (size >= AUTO_BATCH_MIN or (size >= AUTO_BATCH_MIN_FLAT and self._flat is not None)
+                ) and self._kernel_worth(size):
             self._kernel_batches += 1
             if self._flat is None:
                 began = time.perf_counter()

@@ -16,7 +16,8 @@ walking one key.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,9 @@ COMPILED_MAX_STATES = 1 << 16  # int32 state ids, 20 bytes of bookkeeping each
 COMPILED_MAX_NODE_CELLS = 1 << 22  # live-node lists of all states: 16 MB of int32
 COMPILED_MAX_DESTINATION_CELLS = 1 << 23  # destination lists of states keys ended in: 32 MB
 COMPILED_MAX_TRANSITIONS = 1 << 18  # a table of twice as many slots, 12 bytes each: 6 MB
+# `auto`'s literal keys go into an exact-key table when there are more of them than this many
+# times the (wildcard) trie's nodes, else into the trie as paths: see `FlatTrie`.
+LITERAL_TABLE_OVER = 1
 
 
 def _power_of_two(value: int) -> int:
@@ -56,7 +60,7 @@ class FlatTrie:
         root: Node,
         start: set[Node],
         numbering: Mapping[Hashable, int] | None = None,
-        literals: Iterable[tuple[str, Iterable[Hashable]]] = (),
+        literals: tuple[list[str], list[Collection[Hashable]]] = ([], []),
     ) -> None:
         kernel = _kernel()
         order: list[Node] = [root]
@@ -71,9 +75,18 @@ class FlatTrie:
             for i, node in enumerate(order)
             for word, child in node.literal_edges()
         ]
-        # Literal bindings kept outside the trie (`auto`'s exact-key index) become paths of
-        # extra nodes here, numbered after the trie's: the kernel walks one trie.
-        extra = _LiteralPaths(order, index, edges, literals)
+        # Literal bindings kept outside the trie (`auto`'s exact-key index): when they
+        # outnumber the trie's nodes (devices, users, subjects beside a few wildcards), an
+        # exact-key table, one probe a key (`_literal_table`); when they are a minority among
+        # wildcard paths (the seed mix), keys mostly match both, and a key's union would be
+        # built per key, so they become paths of extra nodes as before, numbered after the
+        # trie's, whose DFA states keep each union once.
+        keys, found = literals
+        if len(keys) > LITERAL_TABLE_OVER * len(order):
+            extra = _LiteralPaths(order, index, edges, ())
+        else:
+            extra = _LiteralPaths(order, index, edges, zip(keys, found))
+            literals = ([], [])
         self.nodes = count = len(order) + extra.nodes
         self.vocabulary: list[str] = sorted({word for _, word, _ in edges})
         word_id = {word: i for i, word in enumerate(self.vocabulary)}
@@ -122,7 +135,7 @@ class FlatTrie:
             held[node] = (*held[node], *destinations)
         if numbering is None:
             numbering = {}
-            for destinations in held:
+            for destinations in (*held, *literals[1]):
                 for destination in destinations:
                     numbering.setdefault(destination, len(numbering))
         self.destinations: list[Hashable] = [None] * (max(numbering.values(), default=-1) + 1)
@@ -135,12 +148,40 @@ class FlatTrie:
                 ids.append(number)
             starts[i + 1] = len(ids)
         self.destination_arrays = (starts, np.array(ids, dtype=np.int32))
+        self.literal_keys, self.literal_ids = self._literal_table(literals, numbering, kernel)
         self._dfa = self._empty_dfa(count, len(ids))
         self.meta = np.zeros(kernel.META_SIZE, dtype=np.int64)
         self.meta[kernel.START] = -1
         self._mark = np.zeros(count, dtype=np.int64)
         self._seen = np.zeros(max(len(self.destinations), 1), dtype=np.int64)
         self._kernel = kernel
+
+    def _literal_table(
+        self,
+        literals: tuple[list[str], list[Collection[Hashable]]],
+        numbering: Mapping[Hashable, int],
+        kernel: Any,
+    ) -> tuple[tuple, tuple]:
+        """The exact-key table of the literal bindings kept outside the trie (`auto`'s index),
+        laid out as the word table (whole keys for words), and each key's destination ids.
+        Laid into the trie as paths of extra nodes instead, they cost a node and an edge per
+        word of each key (1.4 s to flatten 100k bindings), and three probes a key to walk."""
+        import pyarrow as pa
+
+        keys, found = literals
+        data, offsets = _utf8_buffers(pa.array(keys, type=pa.large_string()))
+        data = np.ascontiguousarray(data) if len(data) else np.zeros(1, dtype=np.uint8)
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+        bits = max(4, int(2 * max(len(keys), 1) - 1).bit_length())
+        table = (data, offsets, *kernel.build_word_table(data, offsets, bits), bits)
+        starts = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, found), dtype=np.int64, count=len(found)),
+                  out=starts[1:])
+        numbers = [numbering[d] for each in found for d in each]
+        by_id = self.destinations
+        for number, destination in zip(numbers, chain.from_iterable(found)):
+            by_id[number] = destination
+        return table, (starts, np.array(numbers, dtype=np.int32))
 
     @staticmethod
     def _empty_dfa(nodes: int, destination_ids: int) -> tuple:
@@ -181,6 +222,8 @@ class FlatTrie:
             self.meta,
             self._mark,
             self._seen,
+            self.literal_keys,
+            self.literal_ids,
         )
 
     def dfa_stats(self) -> dict[str, int]:
@@ -274,7 +317,7 @@ class BatchKernel:
                 self._root,  # type: ignore[attr-defined]
                 self.start(),  # type: ignore[attr-defined]
                 self._numbering,
-                literal.items() if literal is not None else (),
+                literal.columns() if literal is not None else ([], []),
             )
             self._flattened += 1
         return self._flat

@@ -108,6 +108,17 @@ class LiteralIndex:
         for key, frozen in self._frozen.items():
             yield key, large[key] if frozen is _STALE else frozen
 
+    def columns(self) -> tuple[list[str], list[Collection[Hashable]]]:
+        """Every key, and the destinations of each (two lists in the same order): what the
+        kernel's exact-key table is built from, without a tuple per key."""
+        large = self._large
+        keys = list(self._frozen)
+        found = list(self._frozen.values())
+        if large:
+            found = [large[key] if frozen is _STALE else frozen
+                     for key, frozen in zip(keys, found)]
+        return keys, found
+
     def __len__(self) -> int:
         return len(self._frozen)
 

@@ -4,7 +4,7 @@ matching itself to an engine from the registry."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,13 @@ class TopicMatcher:
             found = self._engine.match(key)
             cache.put(key, found)
         return found
+
+    def wildcard_matcher(self) -> Callable[[str], frozenset] | None:
+        """For an engine that keeps literal bindings (no ``*`` or ``#``) apart from the others
+        (``auto``): a function of a valid routing key to the destinations of the bindings
+        *with* wildcards that match it (the literal ones are left to the caller, which
+        indexes them itself: `xroute.literal_routes`). None for every other engine."""
+        return getattr(self._engine, "match_wildcards", None)
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
         """`match` for every key, in the same order."""

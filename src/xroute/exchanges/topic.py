@@ -7,8 +7,10 @@ from typing import Any
 
 from xroute.engines import TopicMatcher
 from xroute.errors import PreconditionFailed
+from xroute.engines.literal import is_literal
 from xroute.engines.reference import pattern_matches
 from xroute.keys import check_pattern, is_short_key, split_words
+from xroute.literal_routes import LiteralRoutes
 from xroute.model import Binding
 from xroute.profiles import DEFAULT_PROFILE, Profile
 
@@ -25,6 +27,11 @@ class TopicExchange:
     def __init__(self, engine: str, profile: Profile = DEFAULT_PROFILE) -> None:
         self.matcher = TopicMatcher(engine=engine)
         self.max_hash_words = profile.max_hash_words
+        # An engine that keeps literal bindings apart (``auto``) can match the wildcard ones
+        # alone: the literal ones' queue names are then counted here, by key, and
+        # `Topology.route` unites the two on a key's first route (`xroute.literal_routes`).
+        self.match_wildcards = self.matcher.wildcard_matcher()
+        self.literal_routes = LiteralRoutes() if self.match_wildcards is not None else None
 
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
         check_pattern(routing_key)
@@ -38,9 +45,15 @@ class TopicExchange:
 
     def bind(self, binding: Binding) -> None:
         self.matcher.add(binding.routing_key, binding)
+        if self.literal_routes is not None and _is_literal(binding.routing_key):
+            kind, name = binding.destination
+            self.literal_routes.add(binding.routing_key, kind, name)
 
     def unbind(self, binding: Binding) -> None:
         self.matcher.remove(binding.routing_key, binding)
+        if self.literal_routes is not None and _is_literal(binding.routing_key):
+            kind, name = binding.destination
+            self.literal_routes.remove(binding.routing_key, kind, name)
 
     @property
     def shares_results(self) -> bool:
@@ -62,3 +75,8 @@ class TopicExchange:
             for pattern, binding in self.matcher.bindings()
             if pattern_matches(split_words(pattern), words)
         ]
+
+
+def _is_literal(pattern: str) -> bool:
+    # The words '*' and '#' are the wildcards; a '*' or '#' inside a word is literal text.
+    return is_literal(split_words(pattern))

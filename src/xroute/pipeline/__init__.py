@@ -1,14 +1,12 @@
-"""The data pipeline on Spark: route a message dataset against a topology and account for every
-message (docs/pipeline.md).
+"""The pipeline's batch layer: pure Arrow, no Spark (docs/pipeline.md). Everything that runs on
+Spark is `xroute.spark`, built on this.
 
-- `spark`: `start_spark`, one way to start Spark for the job and the tests;
-- `io`: reading a dataset and the checks made before routing;
-- `transform`: the pure routing step, Arrow batches in and out;
-- `worker`: what each Spark task runs, writing its parts and a manifest;
-- `summary`: counts, per-queue and per-binding figures, as JSON, plot and tables;
-- `progress`: the progress bar, from Spark's status tracker;
+- `transform`: THE routing step (`route_columns`, the batch function of `xroute.spark.route`),
+  naming records, and a routed batch as the three outputs (`outputs_of`);
+- `names`: the columns' names;
+- `commit`, `delta`, `output`, `stream_commit`: staging, proving and publishing outputs
+  (Parquet folders with ``_SUCCESS``, or Delta tables), on any storage;
+- `summary`, `stream_summary`, `figures`: counts, per-queue and per-binding figures;
 - `engine`: the topic engine a pipeline uses by default;
-- `job`: `run_pipeline`, the thin main that wires them and proves the invariant;
-- `sample`: the realistic sample that ``make run`` routes;
-- `submit`: the command line as a script for ``spark-submit``.
+- `sample`: the realistic sample that ``make run`` routes.
 """

@@ -39,9 +39,12 @@ def stream_summary(
     hits = [0] * len(bindings)
     rows, changes, previous = [], [], None
     seconds = 0.0
+    skipped: Counter | None = None  # a trace's deliveries and events, not routed
     for batch_id, marker in markers.items():
         counts = marker["counts"]
         totals.update({k: counts[k] for k in COUNTS})
+        if "trace_records_skipped" in marker:
+            skipped = (skipped or Counter()) + Counter(marker["trace_records_skipped"])
         per_queue.update(marker["queues"])
         errors.update(marker["errors"])
         if marker["definitions"] == definitions and len(marker["hits"]) == len(hits):
@@ -75,6 +78,7 @@ def stream_summary(
             "batches": rows,
             # Where a new definitions file took effect (the first entry: the one started with).
             "definitions_changes": changes,
+            **({} if skipped is None else {"trace_records_skipped": dict(sorted(skipped.items()))}),
             **(extra or {}),
         },
     )

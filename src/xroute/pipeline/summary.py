@@ -147,6 +147,8 @@ def summary_tables(summary: dict[str, Any], rows: int = 10) -> list[Any]:
         ("bindings never matched", summary["unused_bindings"]),
     ):
         outcome.add_row(label, f"{value:,}")
+    for kind, n in summary.get("trace_records_skipped", {}).items():
+        outcome.add_row(f"trace {kind} records (not routed)", f"{n:,}")
     outcome.add_row("wall time (s)", f"{summary['wall_time_s']:.2f}")
     rate = summary["messages_per_s"] or 0
     outcome.add_row("messages/s", f"{rate:,.0f}" if rate >= 100 else f"{rate:.2f}")

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from xroute.batch import BatchRouter, check_key
 from xroute.errors import DatasetError, InvalidHeaders, UnknownExchange, XRouteError
-from xroute.pipeline.io import (
+from xroute.pipeline.names import (
     CORRUPT,
     EXCHANGE,
     FILE_COLUMN,
@@ -31,6 +31,25 @@ from xroute.pipeline.io import (
     ROW_COLUMN,
     local_path,
 )
+
+
+# The columns the routing step adds (`route_columns`), as `xroute.spark.route` names them;
+# the job names them apart from any dataset column.
+QUEUES, ERROR = "queues", "error"
+ROUTED_QUEUES, ROUTED_ERROR = "_xroute_queues", "_xroute_error"
+
+
+@dataclass(frozen=True)
+class RouteColumns:
+    """Where each record's routing fields are, the exchange of records without one, and the
+    names of the two columns the routing adds."""
+
+    key: str
+    exchange: str | None  # None: no exchange column
+    headers: str | None  # None: no headers column
+    default_exchange: str | None
+    queues: str = QUEUES
+    error: str = ERROR
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,18 @@ class Plan:
         rest (Spark's corrupt-record column aside: a rejected record's reason quotes it)."""
         rest = [c for c in self.columns if c not in (MESSAGE_ID, self.exchange_column, CORRUPT)]
         return [MESSAGE_ID, self.exchange_column, *rest]
+
+    @property
+    def route_columns(self) -> RouteColumns:
+        """The columns the routing step reads, and the two it adds (named apart)."""
+        return RouteColumns(
+            self.key_column,
+            self.exchange_column if self.exchange_column in self.columns else None,
+            self.headers_column if self.headers_column in self.columns else None,
+            self.default_exchange,
+            ROUTED_QUEUES,
+            ROUTED_ERROR,
+        )
 
 
 @dataclass
@@ -188,51 +219,186 @@ def reason(error: XRouteError) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def route_batch(
-    router: BatchRouter, batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None = None
-) -> Routed:
-    """Route every record of ``batch``; see the module docstring.
+def route_columns(
+    router: BatchRouter,
+    batch: pa.RecordBatch,
+    columns: RouteColumns,
+    hits: np.ndarray | None = None,
+    dictionary: bool = False,
+) -> pa.RecordBatch:
+    """``batch`` with each record's queues and error as two more columns: THE routing step,
+    the one per-batch function of `xroute.spark.route` and of the job, stream and diff.
 
-    ``rows_seen`` counts the rows read so far per file, for text formats whose rows Spark does
-    not number (the caller keeps it across the batches of one task).
+    ``queues`` (list, never null): the queues the record reaches, sorted by name; empty when
+    it is unroutable or refused. ``error`` (text): null, unless the record is refused, then
+    ``ErrorType: message`` (`reason`). A text value that is not valid UTF-8 (Spark hands a
+    JSON or CSV file's bytes on as they are) is made null and its record refused; a line
+    Spark's JSON reader could not parse (`CORRUPT`) is refused. ``hits`` (messages per
+    binding, as `BatchRouter.bindings`) is added to when given: a summary's side count that
+    has no place in the rows. ``dictionary`` is for the writers in this process, which explode
+    the lists: the queue names stay dictionary-encoded (no string copied) and unsorted; Spark
+    gets them as sorted text.
     """
     refused: dict[int, XRouteError] = {}
     batch = _text_checked(batch, refused)
     names = batch.schema.names
-    message_ids = _message_ids(batch, plan, rows_seen)
-    exchanges = _exchanges(batch, plan, batch.num_rows)
+    size = batch.num_rows
+    keys = batch.column(columns.key)
+    if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
+        keys = keys.cast(pa.string())
     outcome = route_records(
         router,
-        batch.column(plan.key_column),
-        exchanges,
-        batch.column(plan.headers_column) if plan.headers_column in names else None,
+        keys,
+        exchanges_of(
+            batch.column(columns.exchange) if columns.exchange else None,
+            columns.default_exchange,
+            size,
+        ),
+        batch.column(columns.headers) if columns.headers else None,
         batch.column(CORRUPT) if CORRUPT in names else None,
-        properties_of(router, batch, message_ids),
+        properties_of(router, batch),
         refused,
     )
-    delivery_rows, queue_ids, errors = outcome.delivery_rows, outcome.queue_ids, outcome.errors
-    rejected_rows = np.array(sorted(errors), dtype=np.int64)
-    records = _records(batch, plan, message_ids, exchanges)
-    reasons = pa.array([reason(errors[r]) for r in rejected_rows.tolist()], pa.string())
+    if hits is not None:
+        hits += outcome.hits
+    rows, queue_ids = outcome.delivery_rows, outcome.queue_ids
+    offsets = np.zeros(size + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
+    if dictionary:
+        # For a writer in this process, which explodes them: the order would cost a sort of
+        # every delivery (a sixth of the job's CPU) for nothing.
+        values = pa.DictionaryArray.from_arrays(pa.array(queue_ids, pa.int32()), queue_names(router))
+    else:
+        order = np.lexsort((_name_ranks(router)[queue_ids], rows))  # each row's queues by name
+        values = queue_names(router).take(pa.array(queue_ids[order], pa.int32()))
+    queues = pa.ListArray.from_arrays(
+        pa.array(offsets), values, type=pa.list_(pa.field("element", values.type, nullable=False))
+    )
+    if outcome.errors:
+        texts: list[str | None] = [None] * size
+        for row, error in outcome.errors.items():
+            texts[row] = reason(error)
+        errors = pa.array(texts, pa.string())
+    else:
+        errors = pa.nulls(size, pa.string())
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, queues, errors],
+        names=[*names, columns.queues, columns.error],
+    )
+
+
+def name_records(
+    batch: pa.RecordBatch,
+    plan: Plan,
+    rows_seen: dict[str, int] | None = None,
+    prefix: str = "",
+) -> pa.RecordBatch:
+    """``batch`` with its ``message_id`` column as text, a record without one named
+    ``file:row`` (the pipeline's reading step: the routing reads the ids, for the exchange
+    types that hash on them, and the outputs carry them). Records that come with no file
+    (any DataFrame) are named ``prefix:row``, rows counted from 0 per prefix.
+
+    ``rows_seen`` counts the rows read so far per file, for text formats whose rows Spark does
+    not number (the caller keeps it across the batches of one task).
+    """
+    if FILE_COLUMN not in batch.schema.names:
+        rows_seen = {} if rows_seen is None else rows_seen
+        first = rows_seen.get(prefix, 0)
+        rows_seen[prefix] = first + batch.num_rows
+        numbers = pa.array(np.arange(first, first + batch.num_rows)).cast(pa.string())
+        made = pc.binary_join_element_wise(pa.scalar(prefix), numbers, ":")
+        given = batch.column(MESSAGE_ID).cast(pa.string()) if MESSAGE_ID in plan.columns else None
+        ids = made if given is None else pc.if_else(pc.is_valid(given), given, made)
+    else:
+        ids = _message_ids(batch, plan, rows_seen)
+    names = batch.schema.names
+    if MESSAGE_ID in names:
+        columns = list(batch.columns)
+        columns[names.index(MESSAGE_ID)] = ids
+        return pa.RecordBatch.from_arrays(columns, names=names)
+    return _with_column(batch, MESSAGE_ID, ids)
+
+
+def outputs_of(
+    routed: pa.RecordBatch,
+    plan: Plan,
+    router: BatchRouter,
+    hits: np.ndarray | None = None,
+    columns: RouteColumns | None = None,
+) -> Routed:
+    """A routed batch (`route_columns` over `name_records`) as the three outputs of the job:
+    one delivery row per (message, queue), the unroutable and the rejected records, with
+    their counts (``hits``: what `route_columns` added up for this batch, zeros if None)."""
+    columns = columns or plan.route_columns
+    queues = routed.column(columns.queues)
+    errors = routed.column(columns.error)
+    size = routed.num_rows
+    offsets = queues.offsets.to_numpy(zero_copy_only=False)
+    counts = np.diff(offsets)
+    names = queues.values
+    if pa.types.is_dictionary(names.type) and names.dictionary.equals(queue_names(router)):
+        queue_ids = names.indices.to_numpy(zero_copy_only=False)
+    else:  # plain names (a DataFrame routed by Spark): numbered as the router numbers them
+        names = names.dictionary_decode() if pa.types.is_dictionary(names.type) else names
+        queue_ids = pc.index_in(names, queue_names(router)).to_numpy(zero_copy_only=False)
+    queue_ids = queue_ids[offsets[0] : offsets[-1]].astype(np.int32, copy=False)
+    delivery_rows = np.repeat(np.arange(size, dtype=np.int32), counts)
+    refused = (
+        np.zeros(size, dtype=bool)
+        if errors.null_count == size
+        else pc.is_valid(errors).to_numpy(zero_copy_only=False)
+    )
+    rejected_rows = np.flatnonzero(refused)
+    unroutable_rows = np.flatnonzero((counts == 0) & ~refused)
+    message_ids = routed.column(MESSAGE_ID)
+    reasons = errors.take(pa.array(rejected_rows))
+    records = _records(routed, plan, message_ids, _exchanges(routed, plan, size))
     return Routed(
         # Dictionary columns: a message's id is stored once per batch, however many queues
         # it reached, and Parquet writes them as dictionary pages without copying strings.
         deliveries=pa.RecordBatch.from_arrays(
             [
-                pa.DictionaryArray.from_arrays(pa.array(delivery_rows, pa.int32()), message_ids),
-                pa.DictionaryArray.from_arrays(pa.array(queue_ids, pa.int32()), queue_names(router)),
-                *[batch.column(c).take(delivery_rows) for c in plan.keep_columns],
+                pa.DictionaryArray.from_arrays(pa.array(delivery_rows), message_ids),
+                pa.DictionaryArray.from_arrays(pa.array(queue_ids), queue_names(router)),
+                *[routed.column(c).take(delivery_rows) for c in plan.keep_columns],
             ],
             names=[MESSAGE_ID, QUEUE, *plan.keep_columns],
         ),
-        unroutable=records.take(outcome.unroutable),
+        unroutable=records.take(unroutable_rows),
         rejected=_with_column(records.take(rejected_rows), REASON, reasons),
-        input=batch.num_rows,
-        delivered=int(np.count_nonzero(np.diff(delivery_rows)) + 1) if len(delivery_rows) else 0,
+        input=size,
+        delivered=int(np.count_nonzero(counts)),
         queue_counts=np.bincount(queue_ids, minlength=len(router.queues)),
-        hits=outcome.hits,
-        errors=Counter(type(errors[r]).__name__ for r in rejected_rows.tolist()),
+        hits=hits if hits is not None else np.zeros(len(router.bindings), dtype=np.int64),
+        # The error type is the reason's first word (`reason`).
+        errors=Counter(text.split(":", 1)[0] for text in reasons.to_pylist()),
     )
+
+
+def route_batch(
+    router: BatchRouter, batch: pa.RecordBatch, plan: Plan, rows_seen: dict[str, int] | None = None
+) -> Routed:
+    """Route every record of ``batch`` into the job's three outputs: named, routed by
+    `route_columns` (the one routing step), split by `outputs_of`; see the module docstring."""
+    hits = np.zeros(len(router.bindings), dtype=np.int64)
+    named = name_records(batch, plan, rows_seen)
+    routed = route_columns(router, named, plan.route_columns, hits, dictionary=True)
+    return outputs_of(routed, plan, router, hits)
+
+
+_RANKS: dict[int, tuple[BatchRouter, np.ndarray]] = {}
+
+
+def _name_ranks(router: BatchRouter) -> np.ndarray:
+    """Each queue id's rank in name order, computed once per router."""
+    cached = _RANKS.get(id(router))
+    if cached is None or cached[0] is not router:
+        ranks = np.empty(len(router.queues), dtype=np.int64)
+        ranks[np.argsort(np.array(router.queues, dtype=object), kind="stable")] = np.arange(
+            len(router.queues)
+        )
+        cached = _RANKS[id(router)] = (router, ranks)
+    return cached[1]
 
 
 # ---------------------------------------------------------------------- the columns

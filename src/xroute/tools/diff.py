@@ -12,7 +12,7 @@
   (widened, narrowed, equivalent or different) with a witness key for each direction, and the
   key lengths (in words) that gain or lose.
 
-The traffic part (which of a log's messages go elsewhere) is `xroute.pipeline.diff`, on Spark.
+The traffic part (which of a log's messages go elsewhere) is `xroute.spark.diff`, on Spark.
 Everything here is pure: two topologies in, data out.
 """
 

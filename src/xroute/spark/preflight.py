@@ -5,7 +5,7 @@ Everything that can be known without Spark is checked here, for ``pipeline``, ``
 messages (they exist, their format, every Parquet footer readable), OUT (`xroute.pipeline.output`)
 and the columns: from the Parquet footers, the CSV header lines, or the keys of the JSON lines
 of a small dataset. A check here refuses only what is certainly wrong; the job checks again on
-what Spark reads (`xroute.pipeline.io.check_columns`).
+what Spark reads (`xroute.spark.io.check_columns`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,17 @@ from typing import Any
 from xroute.definitions import read_definitions
 from xroute.engines import TopicMatcher
 from xroute.errors import DatasetError
-from xroute.pipeline import io
+from xroute.spark import io
 from xroute.pipeline.output import check_apart, check_stream_out, check_writable
-from xroute.pipeline.pyarrow_reader import FOOTER_READERS, READERS, open_parquet
+from xroute.spark.pyarrow_reader import FOOTER_READERS, READERS, open_parquet
+from xroute.spark.trace_input import (
+    check_trace,
+    check_trace_stream,
+    detect_trace,
+    is_trace,
+    message_format,
+    refuse_schema,
+)
 from xroute.storage import Location, locate
 from xroute.topology import Topology
 
@@ -32,7 +40,7 @@ HEADER_BYTES = 1 << 16  # a CSV header line is read from at most this much of ea
 
 
 def check_pipeline(options: Any) -> Any:
-    """`xroute.pipeline.job.PipelineOptions` checked; the same options with the definitions
+    """`xroute.spark.job.PipelineOptions` checked; the same options with the definitions
     parsed (read once)."""
     TopicMatcher(engine=options.engine)
     if options.reader not in READERS:
@@ -40,11 +48,14 @@ def check_pipeline(options: Any) -> Any:
             f"unknown reader {options.reader!r}; use {', '.join(READERS)}", options.reader
         )
     definitions = check_definitions(options.definitions, options.vhost)
-    fmt = io.detect_format(options.messages, options.format)
+    fmt = message_format(options.messages, options.format)
     given = options.definitions if isinstance(options.definitions, str) else None
     check_apart(options.out, [options.messages, given])
     check_writable(locate(options.out), options.out, options.overwrite)
-    _check_columns(options.messages, fmt, options, f"message dataset {options.messages!r}")
+    if is_trace(fmt):
+        check_trace(options.messages, fmt, options.keep_columns, options.columns)
+    else:
+        _check_columns(options.messages, fmt, options, f"message dataset {options.messages!r}")
     return replace(options, definitions=definitions)
 
 
@@ -57,9 +68,12 @@ def check_diff(
     names: io.Columns = io.Columns(),
 ) -> None:
     """``diff -m``'s checks: the log, OUT, and the routing key column."""
-    fmt = io.detect_format(messages, fmt)
+    fmt = message_format(messages, fmt)
     check_apart(out, [messages, *(d for d in definitions if isinstance(d, str))])
     check_writable(locate(out), out, overwrite)
+    if is_trace(fmt):
+        check_trace(messages, fmt, names=names)
+        return
     columns = dataset_columns(messages, fmt)
     if columns is not None and names.key not in columns:
         raise DatasetError(
@@ -70,7 +84,7 @@ def check_diff(
 
 
 def check_stream(options: Any) -> None:
-    """`xroute.pipeline.stream.StreamOptions` checked (the definitions, OUT, the source and,
+    """`xroute.spark.stream.StreamOptions` checked (the definitions, OUT, the source and,
     when it has files and no --schema is given, their columns)."""
     TopicMatcher(engine=options.engine)
     check_definitions(options.definitions, options.vhost)
@@ -79,7 +93,14 @@ def check_stream(options: Any) -> None:
         raise DatasetError(f"the stream source {options.source!r} must be a folder", options.source)
     check_apart(options.out, [options.source, options.definitions])
     check_stream_out(locate(options.out), options.out)
-    if options.schema is None and source.is_dir() and io.data_files(source):
+    fmt = options.format
+    if fmt == "auto" and source.is_dir():
+        fmt = detect_trace(options.source) or fmt
+    if is_trace(fmt):
+        refuse_schema(options.schema)
+        if fmt != "firehose" or source.is_dir():
+            check_trace_stream(options.source, fmt, options.keep_columns, options.columns)
+    elif options.schema is None and source.is_dir() and io.data_files(source):
         fmt = io.detect_format(options.source, options.format)
         _check_columns(options.source, fmt, options, f"the stream source {options.source!r}")
 

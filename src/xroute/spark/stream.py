@@ -3,7 +3,7 @@ each message written exactly once through crashes and restarts.
 
 Spark's file stream source lists SOURCE and hands each micro-batch (at most
 ``max_files`` new files) to `foreachBatch`. Each batch is routed and written by the executors
-with the batch job's own task function (`xroute.pipeline.worker.partition_function`: route,
+with the batch job's own task function (`xroute.spark.worker.partition_function`: route,
 write deliveries / unroutable / rejected as Parquet parts, return a manifest), proven with the
 job's own invariant, and committed with a marker written last
 (`xroute.pipeline.stream_commit`). The running summary is derived from the markers
@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -34,12 +34,13 @@ from xroute.errors import (
     DefinitionsError,
     OtherStreamOutput,
     PipelineFailed,
+    SparkConnectUnavailable,
     XRouteError,
 )
-from xroute.pipeline import io
+from xroute.spark import io
 from xroute.pipeline.delta import DeltaBatchCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.job import (
+from xroute.spark.job import (
     check_invariant,
     make_plan,
     merge_manifests,
@@ -47,11 +48,23 @@ from xroute.pipeline.job import (
     unreadable_file,
 )
 from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
-from xroute.pipeline.spark import is_connect, master_of, session_settings
+from xroute.spark.session import (
+    is_connect,
+    master_of,
+    server_lost,
+    session_settings,
+)
 from xroute.pipeline.stream_commit import BatchCommit, committed_batches
 from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
+from xroute.spark.trace_input import (
+    detect_trace,
+    is_trace,
+    publish_records,
+    read_trace_stream,
+    refuse_schema,
+)
 from xroute.pipeline.transform import Plan
-from xroute.pipeline.worker import (
+from xroute.spark.worker import (
     MANIFEST_SCHEMA,
     OUTPUTS,
     ShippedTopology,
@@ -72,7 +85,7 @@ class StreamOptions:
     out: str
     checkpoint: str
     exchange: str | None = None
-    format: str = "auto"
+    format: str = "auto"  # or firehose: xroute capture's files (`xroute.spark.trace_input`)
     schema: str | None = None  # Spark DDL; None: from the files present at start
     max_files: int = 10  # maxFilesPerTrigger: a backlog is eaten in steps of this many files
     available_now: bool = False  # route what is there, then stop
@@ -197,9 +210,19 @@ def run_stream(
     definitions = Definitions(
         options.definitions, options.vhost, options.engine, rabbitmq=options.rabbitmq
     )
-    dataset = io.read_message_stream(
-        spark, options.source, options.format, options.schema, options.max_files, options.columns
-    )
+    fmt = options.format
+    if fmt == "auto" and locate(options.source).is_dir():
+        fmt = detect_trace(options.source) or fmt
+    if is_trace(fmt):
+        refuse_schema(options.schema)
+        dataset = read_trace_stream(
+            spark, options.source, fmt, options.max_files, options.columns
+        )
+        options = replace(options, format=fmt)  # each batch takes its messages apart
+    else:
+        dataset = io.read_message_stream(
+            spark, options.source, fmt, options.schema, options.max_files, options.columns
+        )
     io.check_columns(dataset, options.exchange, options.keep_columns, options.columns)
     plan = make_plan(dataset, options.exchange, options.keep_columns, options.columns)
     out = locate(options.out)
@@ -306,7 +329,10 @@ def run_batch(
     commit.begin()
     # The marker lists the files each batch read (lag, latency).
     task = Task(plan, commit.staging.uri, count_files=True)
+    skipped, files = None, []
     try:
+        if is_trace(options.format):  # deliveries and events: counted apart, not routed
+            frame, skipped, files = publish_records(frame)
         routed = frame.mapInArrow(partition_function(task, definitions.shipped), MANIFEST_SCHEMA)
         manifests = [json.loads(row[0]) for row in routed.collect()]
         read = frame.count()  # counted apart from the routing, for the invariant
@@ -315,6 +341,7 @@ def run_batch(
     except Exception as error:
         raise _failure(error, options.source) from None
     manifest = merge_manifests(manifests) if manifests else _nothing(definitions.router)
+    manifest["inputs"].update(dict.fromkeys(files, 0))  # files of deliveries only, read too
     written = commit.keep_listed(manifest["files"])
     counts = {
         "input": read,
@@ -331,6 +358,7 @@ def run_batch(
             "inputs": dict(manifest["inputs"]),
             "definitions": definitions.token,
             "started_at": started,
+            **({} if skipped is None else {"trace_records_skipped": skipped}),
         }
     )
 
@@ -392,6 +420,13 @@ def _wait(
             if isinstance(state.error, XRouteError):
                 raise state.error from None
             raise PipelineFailed(f"the stream failed: {spark_error(error)}") from None
+        except Exception as error:
+            lost = server_lost(error)
+            if lost is None:
+                raise
+            raise SparkConnectUnavailable(
+                f"{lost}; once it runs again, the same command goes on from the checkpoint"
+            ) from None
         if state.stop.is_set():
             with state.lock:
                 idle = not state.running

@@ -25,14 +25,20 @@ import pyarrow as pa
 
 from xroute.definitions import read_definitions
 from xroute.errors import DatasetError, PipelineFailed
-from xroute.pipeline import io
+from xroute.spark import io
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.figures import per_queue_bars
-from xroute.pipeline.pyarrow_reader import read_frame, survey
-from xroute.pipeline.spark import ARROW_BATCH_ROWS, session_settings
+from xroute.spark.pyarrow_reader import read_frame, survey
+from xroute.spark.trace_input import (
+    is_trace,
+    message_format,
+    read_trace_dataset,
+    skipped_records,
+)
+from xroute.spark.session import ARROW_BATCH_ROWS, session_settings
 from xroute.pipeline.transform import relative_path
-from xroute.pipeline.worker import PartWriter, part_name
+from xroute.spark.worker import PartWriter, part_name
 from xroute.storage import locate
 from xroute.tools.diff import why_changed
 from xroute.topology import Topology
@@ -60,10 +66,13 @@ class TrafficDiff:
     per_queue: list[tuple[str, int, int]] = field(default_factory=list)
     top_keys: list[tuple[str, str, int]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
+    # A RabbitMQ trace's records that are not messages (deliveries, events), not routed.
+    trace_records_skipped: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON-ready data."""
-        return {
+        skipped = self.trace_records_skipped
+        return ({} if skipped is None else {"trace_records_skipped": skipped}) | {
             "counts": {
                 "messages": self.messages,
                 "changed": self.changed,
@@ -226,7 +235,7 @@ def with_message_ids(dataset: io.Dataset) -> Any:
         *[x for path in files for x in (F.lit(path), F.lit(relative_path(path, dataset.root)))]
     ) if files else F.create_map().cast("map<string,string>")
     row = F.col(io.ROW_COLUMN)
-    if dataset.format != "parquet":
+    if dataset.format in ("json", "csv"):
         # Text formats are read whole, one file per task, in order (io.WHOLE_FILES): the
         # order of monotonically_increasing_id within a file is the file's line order.
         ordered = Window.partitionBy(io.FILE_COLUMN).orderBy(F.monotonically_increasing_id())
@@ -245,7 +254,7 @@ class DiffOptions:
     messages: str  # a local path or a storage URI
     out: str  # likewise
     exchange: str | None = None
-    format: str = "auto"
+    format: str = "auto"  # or a RabbitMQ trace format: see `xroute.spark.trace_input`
     vhost: str | None = None
     engine: str = PIPELINE_ENGINE
     overwrite: bool = False
@@ -266,11 +275,16 @@ def run_diff(
     new_defs = read_definitions(options.new, options.vhost)
     old = Topology.from_definitions(old_defs, vhost=options.vhost)
     new = Topology.from_definitions(new_defs, vhost=options.vhost)
-    fmt = io.detect_format(options.messages, options.format)
+    fmt = message_format(options.messages, options.format)
+    skipped = None
     try:
         commit.begin()
-        with session_settings(spark, io.WHOLE_FILES if fmt != "parquet" else {}):
-            dataset = read_log(spark, options.messages, fmt, options.columns)
+        with session_settings(spark, io.WHOLE_FILES if fmt in ("json", "csv") else {}):
+            if is_trace(fmt):  # publish records only: deliveries and events counted apart
+                dataset = read_trace_dataset(spark, options.messages, fmt)
+                skipped = skipped_records(spark, options.messages, fmt)[1]
+            else:
+                dataset = read_log(spark, options.messages, fmt, options.columns)
             compared = compare(
                 route_both(
                     with_message_ids(dataset), old_defs, new_defs, options.exchange,
@@ -289,6 +303,7 @@ def run_diff(
                 f"{staged:,} changed messages staged in {CHANGES}/ but {traffic.changed:,} "
                 "counted: nothing published"
             )
+        traffic.trace_records_skipped = skipped
         full = {**(report or {}), "traffic": traffic.to_dict()}
         commit.publish(report_files(full), {"counts": full["traffic"]["counts"]})
     except BaseException:

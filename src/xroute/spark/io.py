@@ -11,11 +11,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from pyarrow.fs import FileType
 
 from xroute.errors import DatasetError
+from xroute.pipeline.names import (  # noqa: F401 - the readers' names, as io.NAME
+    CORRUPT,
+    EXCHANGE,
+    FILE_COLUMN,
+    HEADERS,
+    KEY,
+    MESSAGE_ID,
+    QUEUE,
+    REASON,
+    ROW_COLUMN,
+    local_path,
+)
 from xroute.storage import Location, locate
 
 FORMATS = ("parquet", "json", "csv")
@@ -27,12 +39,6 @@ SUFFIXES = {
     ".ndjson": "json",
     ".csv": "csv",
 }
-KEY, EXCHANGE, HEADERS, MESSAGE_ID = "routing_key", "exchange", "headers", "message_id"
-QUEUE, REASON = "queue", "reason"
-# Columns the job adds to each record to name it when it has no message_id: its file, and
-# its row in that file (Parquet gives it; for text formats each file is read whole, in order).
-FILE_COLUMN, ROW_COLUMN = "_xroute_file", "_xroute_row"
-CORRUPT = "_corrupt_record"  # Spark's column for a JSON line that does not parse
 _EMPTY_MARK = "\u0001xroute-empty\u0001"  # a quoted empty CSV field, until it is made ""
 # Where Spark's file stream source can read without extra jars.
 STREAM_SCHEMES = ("", "file", "hdfs")
@@ -57,7 +63,7 @@ class ParquetFooter:
 @dataclass(frozen=True)
 class Dataset:
     """A dataset as read: its format, columns and schema, and either the DataFrame Spark reads
-    it as or, for the pyarrow reader, its Parquet footers (`xroute.pipeline.pyarrow_reader`)."""
+    it as or, for the pyarrow reader, its Parquet footers (`xroute.spark.pyarrow_reader`)."""
 
     format: str
     columns: tuple[str, ...]  # the dataset's own columns, in order
@@ -303,7 +309,7 @@ def check_column_names(
                 f"{columns}",
                 given,
             )
-    for reserved in (FILE_COLUMN, ROW_COLUMN, REASON, QUEUE):
+    for reserved in (FILE_COLUMN, ROW_COLUMN, "_xroute_queues", "_xroute_error", REASON, QUEUE):
         if reserved in columns:
             raise DatasetError(
                 f"{source} has a column {reserved!r}, a name the outputs use; rename it",
@@ -347,12 +353,6 @@ def partitioned(target: Location) -> bool:
         return False
     base = target.path.rstrip("/") + "/"
     return any("=" in part for path in target.files() for part in path[len(base) :].split("/")[:-1])
-
-
-def local_path(uri: str) -> str:
-    """The path of a file URI, in any of the forms Spark writes (``file:/a%20b``,
-    ``file:///a%20b``)."""
-    return unquote(urlparse(uri).path)
 
 
 def shown(uri: str) -> str:

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xroute.errors import DatasetError
-from xroute.pipeline.io import (
+from xroute.spark.io import (
     FILE_COLUMN,
     ROW_COLUMN,
     Dataset,
@@ -268,7 +268,7 @@ def read_frame(spark: Any, dataset: Dataset, batch_rows: int) -> Any:
     """The surveyed ``dataset`` as a lazy DataFrame of Spark's records (the two naming columns
     included) whose tasks read their splits with pyarrow: for code that wants a DataFrame on
     storage that Spark reads only with a Hadoop connector (s3://, gs://)."""
-    from xroute.pipeline.spark import default_parallelism
+    from xroute.spark.session import default_parallelism
 
     schema = arrow_schema(dataset, spark.conf.get("spark.sql.session.timeZone"))
     plan = plan_splits(dataset.footers, TASKS_PER_CORE * default_parallelism(spark))

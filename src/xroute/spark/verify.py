@@ -11,7 +11,7 @@ pipeline's commit protocol (`xroute.pipeline.commit`): ``messages/``, ``verify.j
 ``verify.png``, then ``_SUCCESS``.
 
 A tracing-plugin log has no order of its own across files: its records are numbered
-``file index * 2**32 + line`` (`xroute.pipeline.trace_frame`) so that every record keeps one
+``file index * 2**32 + line`` (`xroute.spark.trace_frame`) so that every record keeps one
 place.
 """
 
@@ -32,8 +32,8 @@ from xroute.pipeline.commit import Commit
 from xroute.pipeline.output import check_apart, check_writable
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.figures import per_queue_bars
-from xroute.pipeline.trace_frame import FILE_SEQ_STRIDE, file_frame
-from xroute.pipeline.worker import PartWriter, ShippedTopology, part_name
+from xroute.spark.trace_frame import FILE_SEQ_STRIDE, file_frame
+from xroute.spark.worker import PartWriter, ShippedTopology, part_name
 from xroute.storage import locate
 from xroute.tools.explain import explain
 from xroute.traces.history import TopologyEvent, TopologyHistory

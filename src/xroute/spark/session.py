@@ -10,13 +10,16 @@ import hashlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from xroute.errors import JavaUnavailable, SparkConnectUnavailable
 
@@ -28,6 +31,9 @@ INSTALL_HINT = "install one with: apt-get install openjdk-17-jre-headless"
 # Arrow batches handed to the routing function: large enough that per-batch costs vanish,
 # small enough that a batch and its deliveries stay a few tens of MB.
 ARROW_BATCH_ROWS = 65536
+CONNECT_PORT = 15002  # Spark Connect's default port, for sc://HOST without one
+CONNECT_PROBE_S = 10
+CONNECT_PATIENCE_S = 60  # how long a lost Connect server is retried (XROUTE_CONNECT_PATIENCE_S)
 # Spark's own messages go to this file (in the temp folder) rather than to the terminal.
 LOG_NAME = "xroute-spark.log"
 _LOG4J = """\
@@ -196,6 +202,8 @@ def start_connect(url: str, app_name: str = "xroute") -> Any:
         ) from None
     from pyspark.sql import SparkSession
 
+    if url.startswith("sc://"):
+        _check_reachable(url)
     spark_environment("local" if url.startswith("local") else None)
     if _active_session() is None:
         # pyspark's own builder: it starts a local server for local[N], and switches
@@ -206,6 +214,7 @@ def start_connect(url: str, app_name: str = "xroute") -> Any:
         # Connect builder does not.
         builder = ConnectSession.builder
     session = builder.remote(url).appName(app_name).getOrCreate()
+    _tolerate_a_lost_server(session)
     try:
         session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
     except Exception as error:  # the first call is the first contact with the server
@@ -213,6 +222,62 @@ def start_connect(url: str, app_name: str = "xroute") -> Any:
             f"cannot reach the Spark Connect server at {url}: {_first_line(error)}", url
         ) from None
     return session
+
+
+def _check_reachable(url: str) -> None:
+    """Fail at once when nothing listens at ``url``: pyspark's client would retry with
+    backoff for minutes before saying so."""
+    address = urlsplit(url.split(";", 1)[0])
+    host, port = address.hostname or "localhost", address.port or CONNECT_PORT
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_PROBE_S).close()
+    except OSError as error:
+        raise SparkConnectUnavailable(
+            f"cannot reach the Spark Connect server at {url}: {error.strerror or error}", url
+        ) from None
+
+
+def _tolerate_a_lost_server(session: Any) -> None:
+    """Retry a lost server for about ``XROUTE_CONNECT_PATIENCE_S`` seconds (60 by default), not
+    pyspark's ten minutes: a server that died (the driver, on Connect) then fails the command
+    instead of hanging it, and one restarted within that time is found again."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    patience_ms = 1000 * float(os.environ.get("XROUTE_CONNECT_PATIENCE_S", CONNECT_PATIENCE_S))
+    # pyspark's waits: 50 ms, then four times longer each time, at most 15 s.
+    retries, waited, wait = 0, 0.0, 50.0
+    while waited < patience_ms:
+        retries, waited, wait = retries + 1, waited + wait, min(wait * 4, 15000.0)
+    session.client.set_retry_policies([DefaultPolicy(max_retries=retries, max_backoff=15000)])
+    # The error that follows says it in a line (server_lost); pyspark's warning repeats it.
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
+
+
+def server_lost(error: BaseException) -> SparkConnectUnavailable | None:
+    """The error to raise when ``error`` says the Spark Connect server went away (on Connect the
+    server is the driver: killed, or its machine lost), else None."""
+    text = str(error)
+    if type(error).__name__ != "SparkConnectGrpcException" or "UNAVAILABLE" not in text:
+        return None
+    details = re.search(r'details = "([^"]*)"', text)
+    return SparkConnectUnavailable(
+        "lost the Spark Connect server (the driver): "
+        f"{details.group(1) if details else _first_line(error)}"
+    )
+
+
+def abandon_lost_server() -> None:
+    """Close this thread's Connect session without releasing it on its server, which is gone:
+    pyspark would otherwise retry that release for a minute as the process exits. For the
+    command line only, which owns its process; a library call leaves its caller's session be."""
+    if "pyspark.sql.connect.session" not in sys.modules:
+        return
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    session = ConnectSession.getActiveSession()
+    if session is not None:
+        with contextlib.suppress(Exception):
+            session.client.close()
 
 
 def is_connect(spark: Any) -> bool:

@@ -1,4 +1,6 @@
-"""Routing inside your own PySpark code: `route` adds each message's queues to a DataFrame.
+"""Everything of xroute that touches Spark, built on the pure batch layer `xroute.pipeline`.
+
+Routing inside your own PySpark code: `route` adds each message's queues to a DataFrame.
 
 ```python
 from xroute.spark import route
@@ -14,35 +16,36 @@ topology travels inside the function itself (no ``SparkContext``), so a Spark Co
 (``SparkSession.builder.remote("sc://host:15002")``) routes exactly as a classic one; each
 Python worker builds its router once. The result is lazy and works on any DataFrame, batch or
 streaming. `read_traces` gives RabbitMQ's own traces as such a DataFrame.
+
+The modules: `session` (start Spark, classic or Connect), `io` and `pyarrow_reader` (read a
+dataset), `steps` (xroute's DataFrame steps, run in one task), `worker` (what each task runs:
+route with `xroute.pipeline.transform.route_columns`, write the parts, return a manifest),
+`read_write` (`read_messages`, `write`), `job` (``xroute pipeline``), `stream`, `diff`, `verify`,
+`trace_frame`, `trace_input`, `preflight`, `progress`, `submit` (for ``spark-submit``).
+
+`write` publishes a routed DataFrame as the pipeline's three outputs (deliveries, unroutable,
+rejected; Parquet folders or Delta tables) with xroute's commit and its proof that no message
+was lost, written by the tasks. ``write(route(read_messages(spark, path), ...), out)`` is
+``xroute pipeline``: the steps run in one Python task (`xroute.spark.steps`), at the job's
+speed (`xroute bench pipeline`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
-from xroute.batch import BatchRouter
 from xroute.definitions import read_definitions, with_profile
 from xroute.errors import DatasetError
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.transform import (
-    exchanges_of,
-    properties_of,
-    queue_names,
-    reason,
-    route_records,
-)
-from xroute.pipeline.worker import ShippedTopology
+from xroute.spark.steps import RouteStep, staged_of
+from xroute.pipeline.transform import ERROR, QUEUES, RouteColumns
+from xroute.spark.worker import ShippedTopology
 from xroute.topology import Topology
 
-QUEUES, ERROR = "queues", "error"
 
-__all__ = ["read_traces", "route"]
+__all__ = ["read_messages", "read_traces", "route", "write"]
 
 
 def read_traces(
@@ -53,7 +56,7 @@ def read_traces(
     Publish records by default (``record_types=None``: deliveries and events too); their
     ``routing_key``, ``exchange``, ``headers`` and ``message_id`` are what `route` reads, and
     ``routed_queues`` is where the broker put each message."""
-    from xroute.pipeline.trace_frame import read_trace_frame
+    from xroute.spark.trace_frame import read_trace_frame
 
     return read_trace_frame(spark, source, format, record_types)
 
@@ -114,9 +117,9 @@ def route(
             StructField(error_column, StringType(), True),
         ]
     )
-    function = _batch_function(
+    step = RouteStep(
         ShippedTopology.of(definitions, vhost, engine),
-        Columns(
+        RouteColumns(
             routing_key,
             exchange_column if exchange_column in columns else None,
             headers if headers in columns else None,
@@ -125,82 +128,57 @@ def route(
             error_column,
         ),
     )
-    return df.mapInArrow(function, schema)
+    # Run in the same Python task as the xroute steps before it and after it.
+    return staged_of(df).then(step, schema)
 
 
-@dataclass(frozen=True)
-class Columns:
-    """Where each record's routing fields are, the exchange of records without one, and the
-    names of the two columns added."""
+def read_messages(spark: Any, path: str) -> Any:
+    """The messages of a Parquet file or folder (any storage) as a DataFrame, read as
+    ``xroute pipeline`` reads them: by pyarrow in the tasks where it reads them as Spark would
+    (`xroute.spark.pyarrow_reader`), else by Spark; a record without a ``message_id`` is
+    named ``file:row``. Routed by `route` and written by `write`, the three run in one task."""
+    from xroute.spark.read_write import read_messages as read
 
-    key: str
-    exchange: str | None  # None: the DataFrame has no exchange column
-    headers: str | None  # None: no headers column
-    default_exchange: str | None
-    queues: str = QUEUES
-    error: str = ERROR
+    return read(spark, path)
 
 
-def routes_of(router: BatchRouter, batch: pa.RecordBatch, columns: Columns) -> pa.RecordBatch:
-    """``batch`` with its ``queues`` and ``error`` columns (see `route`)."""
-    size = batch.num_rows
-    keys = batch.column(columns.key)
-    if not (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
-        keys = keys.cast(pa.string())
-    exchanges = exchanges_of(
-        batch.column(columns.exchange) if columns.exchange else None,
-        columns.default_exchange,
-        size,
+def write(
+    routed: Any,
+    out: str,
+    *,
+    table_format: str = "parquet",
+    overwrite: bool = False,
+    keep_columns: tuple[str, ...] = (),
+    queues_column: str = QUEUES,
+    error_column: str = ERROR,
+) -> dict[str, Any]:
+    """Publish a DataFrame `route` made as ``xroute pipeline``'s outputs under ``out``, and
+    return the summary (also in OUT/summary.json).
+
+    ``deliveries`` (message_id, queue, ``keep_columns``: one row per queue reached),
+    ``unroutable`` and ``rejected`` (each record, with its ``reason``), as Parquet folders or
+    Delta tables (``table_format="delta"``), written by the tasks with pyarrow and published
+    with xroute's commit: only once ``input = delivered + unroutable + rejected`` is proven,
+    ``_SUCCESS`` last; a failed write leaves nothing. A record without a ``message_id`` is
+    named ``part-NNNNN:row`` (its partition and row).
+
+    ``routed`` is `route`'s own result (the proof needs what was read, and the summary what
+    each binding matched): the reading, the routing and the writing then run in the same
+    tasks, one ``mapInArrow``. Raises `DatasetError` for any other frame, and the pipeline's
+    errors (`OutputNotOurs`, `OutputOverlapsInput` for an ``out`` that is, holds or lies inside
+    the path `read_messages` read, `PipelineFailed`, ...).
+    """
+    from xroute.spark.read_write import write_routed
+
+    return write_routed(
+        routed,
+        out,
+        table_format=table_format,
+        overwrite=overwrite,
+        keep_columns=tuple(keep_columns),
+        queues_column=queues_column,
+        error_column=error_column,
     )
-    outcome = route_records(
-        router,
-        keys,
-        exchanges,
-        batch.column(columns.headers) if columns.headers else None,
-        properties=properties_of(router, batch),
-    )
-    rows, queue_ids = outcome.delivery_rows, outcome.queue_ids
-    order = np.lexsort((_name_ranks(router)[queue_ids], rows))  # each row's queues by name
-    offsets = np.zeros(size + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
-    queues = pa.ListArray.from_arrays(
-        pa.array(offsets),
-        queue_names(router).take(pa.array(queue_ids[order])),
-        type=pa.list_(pa.field("element", pa.string(), nullable=False)),
-    )
-    errors: list[str | None] = [None] * size
-    for row, error in outcome.errors.items():
-        errors[row] = reason(error)
-    return pa.RecordBatch.from_arrays(
-        [*batch.columns, queues, pa.array(errors, pa.string())],
-        names=[*batch.schema.names, columns.queues, columns.error],
-    )
-
-
-def _batch_function(
-    topology: ShippedTopology, columns: Columns
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def route_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        router = topology.router()
-        for batch in batches:
-            yield routes_of(router, batch, columns)
-
-    return route_batches
-
-
-_RANKS: dict[int, tuple[BatchRouter, np.ndarray]] = {}
-
-
-def _name_ranks(router: BatchRouter) -> np.ndarray:
-    """Each queue id's rank in name order, computed once per router."""
-    cached = _RANKS.get(id(router))
-    if cached is None or cached[0] is not router:
-        ranks = np.empty(len(router.queues), dtype=np.int64)
-        ranks[np.argsort(np.array(router.queues, dtype=object), kind="stable")] = np.arange(
-            len(router.queues)
-        )
-        cached = _RANKS[id(router)] = (router, ranks)
-    return cached[1]
 
 
 def _definitions(

@@ -33,10 +33,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from xroute.batch import BatchRouter
-from xroute.pipeline.io import FILE_COLUMN
-from xroute.pipeline.pyarrow_reader import Split, read_split
-from xroute.pipeline.spark import ARROW_BATCH_ROWS
-from xroute.pipeline.transform import Plan, Routed, route_batch
+from xroute.spark.io import FILE_COLUMN
+from xroute.spark.pyarrow_reader import Split, read_split
+from xroute.spark.session import ARROW_BATCH_ROWS
+from xroute.pipeline.transform import (
+    Plan,
+    RouteColumns,
+    Routed,
+    name_records,
+    outputs_of,
+    route_columns,
+)
 from xroute.storage import Location, locate
 from xroute.topology import Topology
 
@@ -113,7 +120,7 @@ def split_function(
     schema: pa.Schema,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function for ``mapInArrow`` over ``spark.range(len(plan))`` in ``len(plan)``
-    partitions (`xroute.pipeline.pyarrow_reader.splits_frame`): partition ``i`` reads the `Split` s of ``plan[i]`` with
+    partitions (`xroute.spark.pyarrow_reader.splits_frame`): partition ``i`` reads the `Split` s of ``plan[i]`` with
     pyarrow as ``schema`` and hands the batches to ``route`` (a `partition_function`)."""
 
     def route_splits(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -128,41 +135,85 @@ def split_function(
 def run_partition(
     task: Task, router: BatchRouter, batches: Iterator[pa.RecordBatch], setup_s: float = 0.0
 ) -> pa.RecordBatch:
-    """Route and write one partition; its manifest as a one-row batch."""
+    """Name, route and write one partition; its manifest as a one-row batch.
+
+    The job is read, then `xroute.spark.route`, then `xroute.spark.write`, run in one Python
+    task: the records are named (`name_records`), routed by `route_columns` (the very batch
+    function `route` maps with ``mapInArrow``), and written by `write_partition`.
+    """
+    plan = task.plan
+    clock = {"setup": setup_s, "read": 0.0, "route": 0.0, "write": 0.0}
+    hits = np.zeros(len(router.bindings), dtype=np.int64)
+    rows_seen: dict[str, int] = {}
+    read = timed(batches, clock, "read")
+    named = (name_records(batch, plan, rows_seen) for batch in read)
+    routed = timed(
+        (route_columns(router, b, plan.route_columns, hits, dictionary=True) for b in named),
+        clock,
+        "route",
+    )
+    manifest = write_partition(task, router, routed, hits, clock)
+    clock["route"] -= clock["read"]  # timed around the reading it pulls
+    return manifest
+
+
+def write_partition(
+    task: Task,
+    router: BatchRouter,
+    routed: Iterator[pa.RecordBatch],
+    hits: np.ndarray | None,
+    clock: dict[str, float],
+    columns: RouteColumns | None = None,
+) -> pa.RecordBatch:
+    """Write routed batches (`route_columns`' shape) as the three outputs' Parquet parts
+    under the task's folder; the manifest of the files and counts as a one-row batch.
+    ``hits``: the messages per binding summed while routing (None: not known, zeros)."""
     part = part_name()
     staging = locate(task.folder)
     parts = {name: PartWriter(staging.child(name), part) for name in OUTPUTS}
     totals = Totals(len(router.queues), len(router.bindings))
-    rows_seen: dict[str, int] = {}
-    clock = {"setup": setup_s, "read": 0.0, "route": 0.0, "write": 0.0}
     cpu = time.process_time()
     try:
-        mark = time.perf_counter()
-        for batch in batches:
-            routed_at = time.perf_counter()
-            routed = route_batch(router, batch, task.plan, rows_seen)
-            written_at = time.perf_counter()
-            parts["deliveries"].write(routed.deliveries)
-            parts["unroutable"].write(routed.unroutable)
-            parts["rejected"].write(routed.rejected)
-            totals.add(routed)
+        for batch in routed:
+            mark = time.perf_counter()
+            outputs = outputs_of(batch, task.plan, router, None, columns)
+            parts["deliveries"].write(outputs.deliveries)
+            parts["unroutable"].write(outputs.unroutable)
+            parts["rejected"].write(outputs.rejected)
+            totals.add(outputs)
             if task.count_files:
                 totals.count_files(batch)
-            done = time.perf_counter()
-            clock["read"] += routed_at - mark
-            clock["route"] += written_at - routed_at
-            clock["write"] += done - written_at
-            mark = done
+            clock["write"] += time.perf_counter() - mark
     finally:
+        mark = time.perf_counter()
         for writer in parts.values():
             writer.close()
-    clock["write"] += time.perf_counter() - mark
+        clock["write"] += time.perf_counter() - mark
+    if hits is not None:
+        totals.hits += hits
     clock["cpu"] = time.process_time() - cpu  # this Python process's CPU, to compare with wall
     manifest = totals.as_dict()
     manifest["seconds"] = clock
     manifest["files"] = {name: writer.files for name, writer in parts.items()}
     manifest["rows"] = {name: writer.rows for name, writer in parts.items()}
     return pa.RecordBatch.from_pydict({"manifest": [json.dumps(manifest)]})
+
+
+def timed(
+    items: Iterator[pa.RecordBatch], clock: dict[str, float], name: str
+) -> Iterator[pa.RecordBatch]:
+    """``items``, the time spent making each added to ``clock[name]`` (with the time of the
+    steps it pulls from)."""
+    items = iter(items)
+    while True:
+        mark = time.perf_counter()
+        try:
+            item = next(items)
+        except StopIteration:
+            clock[name] += time.perf_counter() - mark
+            return
+        clock[name] += time.perf_counter() - mark
+        yield item
 
 
 def part_name() -> str:

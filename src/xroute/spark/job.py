@@ -27,22 +27,34 @@ from xroute.batch import BatchRouter
 from xroute.definitions import read_definitions
 from xroute.engines import TopicMatcher
 from xroute.errors import DatasetError, PipelineFailed, XRouteError
-from xroute.pipeline import io
+from xroute.spark import io
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.delta import DeltaCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.pipeline.progress import spark_progress
-from xroute.pipeline.pyarrow_reader import (
+from xroute.spark.progress import spark_progress
+from xroute.spark.pyarrow_reader import (
     READERS,
     arrow_schema,
     plan_splits,
     splits_frame,
     survey,
 )
-from xroute.pipeline.spark import default_parallelism, is_connect, master_of, session_settings
+from xroute.spark.session import (
+    default_parallelism,
+    is_connect,
+    master_of,
+    server_lost,
+    session_settings,
+)
 from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
+from xroute.spark.trace_input import (
+    is_trace,
+    message_format,
+    read_trace_dataset,
+    skipped_records,
+)
 from xroute.pipeline.transform import Plan, route_batch
-from xroute.pipeline.worker import (
+from xroute.spark.worker import (
     MANIFEST_SCHEMA,
     OUTPUTS,
     ShippedTopology,
@@ -63,12 +75,12 @@ class PipelineOptions:
     messages: str
     out: str
     exchange: str | None = None
-    format: str = "auto"
+    format: str = "auto"  # or a RabbitMQ trace format: see `xroute.spark.trace_input`
     overwrite: bool = False
     keep_columns: tuple[str, ...] = ()
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
-    reader: str = "auto"  # how Parquet input is read: see `xroute.pipeline.pyarrow_reader`
+    reader: str = "auto"  # how Parquet input is read: see `xroute.spark.pyarrow_reader`
     progress: bool = False
     table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
@@ -97,7 +109,7 @@ def run_pipeline(
         commit.begin()
         counts, manifest = _route(spark, options, dataset, plan, definitions, commit, phases)
         mark = time.perf_counter()
-        top_keys = _top_unroutable(commit, counts["unroutable"], plan.key_column)
+        top_keys = top_unroutable(commit, counts["unroutable"], plan.key_column)
         _write_empty_outputs(_batch_schema(spark, dataset), plan, router, commit)
         phases["unroutable_keys"] = time.perf_counter() - mark
         wall = time.perf_counter() - started
@@ -116,13 +128,14 @@ def run_pipeline(
             extra={
                 "format": dataset.format,
                 "table_format": options.table_format,
-                "reader": "spark" if dataset.frame is not None else "pyarrow",
+                "reader": _reader_name(dataset),
                 # lint --summary reads a summary only against the topology it was made with
                 FINGERPRINT: topology_fingerprint(topology),
                 "partitions": manifest["partitions"],
                 "phases_s": {name: round(seconds, 3) for name, seconds in phases.items()},
                 # Summed over tasks: where the executors' Python time went.
                 "task_seconds": {k: round(v, 3) for k, v in manifest["task_seconds"].items()},
+                **_skipped(manifest),
                 **options.extra,
             },
         )
@@ -133,6 +146,18 @@ def run_pipeline(
     return summary
 
 
+def _reader_name(dataset: io.Dataset) -> str:
+    if is_trace(dataset.format):
+        return "pyarrow"  # the tasks read the trace files (`xroute.spark.trace_frame`)
+    return "spark" if dataset.frame is not None else "pyarrow"
+
+
+def _skipped(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A trace's records that are not messages (deliveries, events), counted apart."""
+    skipped = manifest.get("trace_records_skipped")
+    return {} if skipped is None else {"trace_records_skipped": skipped}
+
+
 def _inputs(options: PipelineOptions) -> tuple[str | None, ...]:
     """The paths the run reads, which OUT may not overlap."""
     definitions = options.definitions if isinstance(options.definitions, str) else None
@@ -141,12 +166,14 @@ def _inputs(options: PipelineOptions) -> tuple[str | None, ...]:
 
 def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
     """The dataset: surveyed for the tasks to read with pyarrow where that reader reads it as
-    Spark would (see `xroute.pipeline.pyarrow_reader`), else read by Spark."""
+    Spark would (see `xroute.spark.pyarrow_reader`), else read by Spark."""
     if options.reader not in READERS:
         raise DatasetError(
             f"unknown reader {options.reader!r}; use {', '.join(READERS)}", options.reader
         )
-    fmt = io.detect_format(options.messages, options.format)
+    fmt = message_format(options.messages, options.format)
+    if is_trace(fmt):
+        return read_trace_dataset(spark, options.messages, fmt)
     if options.reader != "spark":
         if fmt == "parquet":
             try:
@@ -196,7 +223,11 @@ def _route(
     topology = ShippedTopology.of(definitions, options.vhost, options.engine)
     task = Task(plan, commit.staging.uri)
     parallelism = default_parallelism(spark)
-    settings = _read_settings(dataset.format, parallelism) if dataset.frame is not None else {}
+    settings = (
+        _read_settings(dataset.format, parallelism)
+        if dataset.frame is not None and not is_trace(dataset.format)
+        else {}
+    )
     group = f"xroute-{uuid.uuid4().hex[:8]}"
     progress = (
         nullcontext()
@@ -217,13 +248,19 @@ def _route(
             phases["route"] = time.perf_counter() - mark
             # Counted apart from the routing, for the invariant.
             mark = time.perf_counter()
-            read = _count_input(dataset)
+            skipped = None
+            if is_trace(dataset.format):
+                read, skipped = skipped_records(spark, options.messages, dataset.format)
+            else:
+                read = _count_input(dataset)
             phases["count"] = time.perf_counter() - mark
     except XRouteError:
         raise
     except Exception as error:
         raise spark_failure(error, options.messages) from None
     manifest = merge_manifests(manifests)
+    if skipped is not None:
+        manifest["trace_records_skipped"] = skipped
     written = commit.keep_listed(manifest["files"])
     counts = {
         "input": read,
@@ -314,7 +351,7 @@ def check_invariant(counts: dict[str, int], manifest: dict[str, Any]) -> None:
         )
 
 
-def _top_unroutable(commit: Commit, unroutable: int, key: str) -> list[tuple[str, int]]:
+def top_unroutable(commit: Commit, unroutable: int, key: str) -> list[tuple[str, int]]:
     """The most frequent keys of the unroutable parts (ties by key), counted file by file."""
     if not unroutable:
         return []
@@ -348,7 +385,11 @@ def _batch_schema(spark: Any, dataset: io.Dataset) -> pa.Schema:
 
 def spark_failure(error: Exception, source: str) -> XRouteError:
     """A failed Spark job as one error: `DatasetError` naming the input file that could not
-    be read and why (by Spark's reader or a task's), else `PipelineFailed` in a sentence."""
+    be read and why (by Spark's reader or a task's), `SparkConnectUnavailable` when the Connect
+    server went away, else `PipelineFailed` in a sentence."""
+    lost = server_lost(error)
+    if lost is not None:
+        return lost
     text = str(error)
     unreadable = None
     if not (_worker_died(text) or _executor_lost(text)):  # those may name the file they read
