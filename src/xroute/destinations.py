@@ -44,6 +44,15 @@ class MatchedDestinations:
     # hot: the first route of a 10k-queue fan-out (`xroute bench engines --shapes`): the
     # loops run in C (attrgetter), about 0.1 µs a binding against 0.3 in Python
     def _add(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
+        if len(matched) == 1:  # a binding per key (EMQX's shape): no sets of kinds
+            for binding in matched:
+                kind, name = binding.destination
+            found = (frozenset((name,)), ()) if kind == "queue" else (frozenset(), (name,))
+            if self._cells >= MAX_CELLS:
+                self.clear()
+            self._by_set[matched] = found
+            self._cells += 1
+            return found
         kinds = set(map(_KIND, matched))
         if not kinds or kinds == _QUEUES_ONLY:
             queues, exchanges = frozenset(map(_NAME, matched)), ()

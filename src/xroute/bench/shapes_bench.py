@@ -225,8 +225,8 @@ def _meta(shapes: Sequence[str], engines: Sequence[str]) -> dict[str, Any]:
             "python": sys.version.split()[0], "cpus": os.cpu_count(),
             "cpu_model": model or platform.processor(), "load_before": load_average(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-            "machine_note": "2 cores shared with other helpers' work: compare engines within "
-                            "this run only; the load average is recorded per shape"}
+            "machine_note": "compare engines within this run only; the load average is "
+                            "recorded per shape"}
 
 
 # -- targets and report ---------------------------------------------------------------------
@@ -283,14 +283,20 @@ def _route_first(entry: dict[str, Any], figures: dict[str, Any]) -> str:
     return _figure(figures["route_first_per_s"], "rate")
 
 
+def _busy(meta: dict[str, Any]) -> str:
+    """A warning when other work shared the cores (a load above half of them)."""
+    load = max(meta["load_before"][0], meta["load_after"][0])
+    return "**the machine was busy**: " if load > meta["cpus"] / 2 else ""
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The tables docs/engines.md and the README quote, from one run's results."""
     meta = results["meta"]
     lines = [
         f"Measured with `{meta.get('command', 'xroute bench engines --shapes')}` on "
-        f"{meta['date']}: {meta['cpus']} cores ({meta['cpu_model']}) **shared with other "
-        f"helpers' work: load average {meta['load_before'][0]:.1f} before, "
-        f"{meta['load_after'][0]:.1f} after** (per shape below). Compare within this run.",
+        f"{meta['date']}: {meta['cpus']} cores ({meta['cpu_model']}), "
+        f"{_busy(meta)}load average {meta['load_before'][0]:.1f} before, "
+        f"{meta['load_after'][0]:.1f} after (per shape below). Compare within this run.",
         "",
         "**`auto` (the default) per shape**: `Topology.route` routes/s the first time a key is "
         "seen (after 20% of the keys warmed the engine) and repeated; `match` µs; "

@@ -5,9 +5,10 @@ so bindings are held once. In front sits a memo of routing key -> destinations, 
 that repeats costs one dict lookup there (as `bitmap` and the route cache), against one dict
 lookup per word in the DFA. The rule, also in docs/engines.md:
 
-- ``match`` (one key, as `Topology.route` asks): the memo, else the lazy DFA
-  (`xroute.engines.dfa`) over the patterns with wildcards, united with the exact-key index of
-  the literal ones (`xroute.engines.literal`); the memo keeps the answer.
+- ``match`` (one key, as `Topology.route` asks): the memo, else the patterns with wildcards
+  by shape (`xroute.engines.shapes`: a dict lookup per shape) while they have few shapes, or
+  the lazy DFA (`xroute.engines.dfa`) over them when they have many, united with the
+  exact-key index of the literal ones (`xroute.engines.literal`); the memo keeps the answer.
 - ``match_many`` (sets asked for): the memo and the DFA key by key, whatever the batch size,
   because the DFA hands out the frozenset its state keeps, shared by every key that ends
   there, while the kernel's flat answer needs one new frozenset per key: 30 times slower at
@@ -39,6 +40,7 @@ from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.compiled import BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.literal import LiteralIndex, is_literal
+from xroute.engines.shapes import ShapeIndex
 
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
 # kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
@@ -51,6 +53,10 @@ AUTO_BATCH_MIN_FLAT = 32
 # about as much per key as flattening does per 10-100 nodes (both grow with the bindings; see
 # `xroute bench engines`): after about this many batch keys a fresh flat trie has paid for itself.
 AUTO_FLATTEN_AFTER = 4096
+# ... or, while the wildcards go by shape (a key there costs 1-4 µs, not a DFA state), after a
+# key per this many trie nodes: EMQX's 80k filters are 160k nodes, a 0.4-s flattening that made
+# a fresh matcher's first batch of 8,000 keys 2.4 times slower than the plain trie walk.
+AUTO_FLATTEN_NODES_PER_KEY = 8
 # Keys of the batch that flattens the trie also walked through the DFA: see `_warm_dfa`.
 AUTO_WARM_KEYS = 2048
 # ... for at most this share of the time the flattening took: on keys that build a state each
@@ -103,6 +109,10 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._literal = LiteralIndex()
         # Its keys, looked up inline: a method call per key cost 15% of a warm DFA walk.
         self._literal_keys = self._literal.keys
+        # The wildcard patterns by shape as well (xroute.engines.shapes): while they have few
+        # shapes, a key's wildcard answer is a dict lookup per shape, and the DFA is not used.
+        self._shapes = ShapeIndex()
+        self._by_shape: Any = self._shapes.match
 
     def add(self, words: Words, destination: Hashable) -> None:
         if is_literal(words):
@@ -110,6 +120,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flat = None
         else:
             super().add(words, destination)
+            self._shapes.add(words, destination)
+            self._by_shape = self._shapes.match if self._shapes.usable else None
         self._changed()
 
     def remove(self, words: Words, destination: Hashable) -> None:
@@ -118,6 +130,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flat = None
         else:
             super().remove(words, destination)
+            self._shapes.remove(words, destination)
+            self._by_shape = self._shapes.match if self._shapes.usable else None
         self._changed()
 
     # hot: `xroute bench engines --paths` auto match (a hit is one dict lookup; a miss pays
@@ -131,7 +145,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         # The DFA walk of `DfaEngine.match`, inlined: a second Python call per miss cost as
         # much as the memo's whole upkeep.
         self._matches += 1
-        if self._bypass:
+        if self._by_shape is not None:
+            found = self._by_shape(key)
+        elif self._bypass:
             found = DfaEngine.match(self, key)
         else:
             state = self._start or self._make_start()
@@ -171,6 +187,9 @@ class AutoEngine(BatchKernel, DfaEngine):
             if not matches & 1023:
                 self._check_pause(matches)
             return found
+        if self._by_shape is not None:
+            found = self._by_shape(key)
+            return self._literal.combine(key, found) if key in self._literal_keys else found
         if self._bypass:
             self._matches = matches - 1  # counted there: the clock passes every number
             return self._literal.combine(key, DfaEngine.match(self, key))
@@ -189,10 +208,11 @@ class AutoEngine(BatchKernel, DfaEngine):
             found = self._finish(state)
         return self._literal.combine(key, found) if key in self._literal_keys else found
 
-    # The destinations of the bindings with wildcards that match a valid key: the DFA walk
-    # alone, no memo, no literal bindings (see `TopicMatcher.wildcard_matcher`). An alias, not
-    # a method that calls it: one call less on every first route of `Topology.route`.
-    match_wildcards = DfaEngine.match
+    def match_wildcards(self, key: str) -> frozenset:
+        """The destinations of the bindings with wildcards that match a valid key: by shape or
+        by the DFA walk, no memo, no literal bindings (see `TopicMatcher.wildcard_matcher`)."""
+        by_shape = self._by_shape
+        return by_shape(key) if by_shape is not None else DfaEngine.match(self, key)
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
         # Key by key through `match` (memo, then the inlined DFA walk): the frozensets come
@@ -210,7 +230,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             if self._flat is None:
                 began = time.perf_counter()
                 self.flat()
-                self._warm_dfa(keys, AUTO_WARM_SHARE * (time.perf_counter() - began))
+                if self._by_shape is None:  # else single keys go by shape, not the DFA
+                    self._warm_dfa(keys, AUTO_WARM_SHARE * (time.perf_counter() - began))
             return super().match_many_ids(keys)
         self._dfa_batches += 1
         return None
@@ -228,6 +249,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             "auto_memo_pauses": self._memo_skips,
             "auto_memo_paused": bool(self._memo_resume_at),
             **self._literal.stats(),
+            **self._shapes.stats(),
+            "auto_by_shape": self._by_shape is not None,
         }
 
     def _warm_dfa(self, keys: Any, budget: float) -> None:
@@ -285,4 +308,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         """True if a batch of ``keys`` new keys should go through the kernel: its flat trie is
         current, or enough batch keys came since the last change to pay for flattening it."""
         self._batch_keys_since_change += keys
-        return self._flat is not None or self._batch_keys_since_change >= AUTO_FLATTEN_AFTER
+        if self._flat is not None:
+            return True
+        bar = AUTO_FLATTEN_AFTER
+        if self._by_shape is not None:
+            bar = max(bar, self._nodes // AUTO_FLATTEN_NODES_PER_KEY)
+        return self._batch_keys_since_change >= bar

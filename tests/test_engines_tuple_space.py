@@ -1,0 +1,82 @@
+"""The shape index (`xroute.engines.shapes`) equals `reference`: patterns drawn from a few
+shapes (where `auto` uses it), through adds and removes that make it usable and unusable."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xroute import TopicMatcher
+from xroute.engines.shapes import MAX_SHAPES, ShapeIndex, shape_of
+from xroute.keys import split_words
+from tests.strategies import WORDS, keys
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+# A shape: a template of '*', '#' and slots that take a literal word.
+templates = st.lists(st.sampled_from(["*", "#", "_", "_"]), max_size=5).map(tuple)
+literal_words = st.sampled_from(WORDS + ["d"])
+
+
+@st.composite
+def shaped_bindings(draw):
+    """Bindings whose patterns come from one to eight templates (so sometimes more than
+    `MAX_SHAPES` shapes, and sometimes two '#')."""
+    shapes = draw(st.lists(templates, min_size=1, max_size=MAX_SHAPES + 2))
+    found = []
+    for _ in range(draw(st.integers(1, 30))):
+        template = draw(st.sampled_from(shapes))
+        words = [draw(literal_words) if slot == "_" else slot for slot in template]
+        found.append((".".join(words), draw(st.sampled_from(["q1", "q2", "q3"]))))
+    return found
+
+
+@SETTINGS
+@given(pairs=shaped_bindings(), probe=st.lists(keys, min_size=1, max_size=15))
+def test_auto_by_shape_equals_reference(pairs, probe):
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    for pattern, queue in pairs:
+        expected.add(pattern, queue)
+        actual.add(pattern, queue)
+    assert [actual.match(key) for key in probe] == expected.match_many(probe)
+    # Removing bindings one by one crosses the index's bounds (shapes, two '#') both ways.
+    for pattern, queue in dict.fromkeys(pairs):
+        expected.remove(pattern, queue)
+        actual.remove(pattern, queue)
+        assert [actual.match(key) for key in probe] == expected.match_many(probe)
+
+
+@SETTINGS
+@given(pairs=shaped_bindings(), probe=st.lists(keys, min_size=1, max_size=15))
+def test_the_index_alone_equals_reference_on_wildcard_patterns(pairs, probe):
+    index, expected = ShapeIndex(), TopicMatcher(engine="reference")
+    for pattern, queue in dict.fromkeys(pairs):
+        words = split_words(pattern)
+        if "*" in words or "#" in words:
+            index.add(words, queue)
+            expected.add(pattern, queue)
+    if not index.usable:
+        return
+    assert [index.match(key) for key in probe] == expected.match_many(probe)
+
+
+def test_a_shape_is_where_the_wildcards_stand():
+    assert shape_of(("device", "s1", "*", "7", "#")) == (4, False, (0, 1, 3))
+    assert shape_of(("a", "#", "b", "*")) == (3, False, (0, -2))
+    assert shape_of(("*", "x")) == (2, True, (1,))
+    assert shape_of(("#",)) == (0, False, ())
+    assert shape_of(("#", "a", "#")) is None
+
+
+def test_auto_leaves_the_index_when_patterns_have_too_many_shapes():
+    matcher = TopicMatcher(engine="auto")
+    matcher.add("device.*.#", "q")
+    assert matcher.stats()["auto_by_shape"] is True
+    for i in range(MAX_SHAPES):
+        matcher.add("x." + ".".join(["*"] * (i + 1)), "q")
+    assert matcher.stats()["auto_by_shape"] is False
+    assert matcher.match("x.1.2") == {"q"}
+    matcher.remove("x.*", "q")
+    assert matcher.stats()["auto_by_shape"] is True
+    assert matcher.match("x.1.2") == {"q"}
+    assert matcher.match("device.1") == {"q"}
