@@ -80,3 +80,24 @@ def test_auto_leaves_the_index_when_patterns_have_too_many_shapes():
     assert matcher.stats()["auto_by_shape"] is True
     assert matcher.match("x.1.2") == {"q"}
     assert matcher.match("device.1") == {"q"}
+
+
+def test_a_pattern_bound_to_many_queues_stays_exact_through_binds_and_unbinds():
+    """Past `FREEZE_NOW` destinations an entry keeps a set, frozen on its next lookup."""
+    from xroute.engines.shapes import FREEZE_NOW
+
+    matcher = TopicMatcher(engine="auto")
+    queues = [f"q{i}" for i in range(3 * FREEZE_NOW)]
+    bound: set[str] = set()
+    for queue in queues:
+        matcher.add("broadcast.#", queue)
+        matcher.add("*.x", queue)
+        bound.add(queue)
+        assert matcher.match("broadcast.x") == bound
+        assert matcher.match("broadcast.y.z") == bound
+    for queue in reversed(queues):
+        matcher.remove("broadcast.#", queue)
+        bound.discard(queue)
+        assert matcher.match("broadcast.y.z") == bound
+        assert matcher.match("broadcast.x") == set(queues)
+    assert matcher.stats()["auto_by_shape"] is True

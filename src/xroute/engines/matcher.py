@@ -115,8 +115,10 @@ class TopicMatcher:
         """For an engine that keeps literal bindings (no ``*`` or ``#``) apart from the others
         (``auto``): a function of a valid routing key to the destinations of the bindings
         *with* wildcards that match it (the literal ones are left to the caller, which
-        indexes them itself: `xroute.literal_routes`). None for every other engine."""
-        return getattr(self._engine, "match_wildcards", None)
+        indexes them itself: `xroute.literal_routes`). None for every other engine. Valid
+        until the next `add` or `remove`: ask again after each."""
+        current = getattr(self._engine, "wildcard_function", None)
+        return current() if current is not None else None
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
         """`match` for every key, in the same order."""

@@ -30,6 +30,7 @@ class TopicExchange:
         # An engine that keeps literal bindings apart (``auto``) can match the wildcard ones
         # alone: the literal ones' queue names are then counted here, by key, and
         # `Topology.route` unites the two on a key's first route (`xroute.literal_routes`).
+        # The function is asked again after each wildcard binding change (it may change).
         self.match_wildcards = self.matcher.wildcard_matcher()
         self.literal_routes = LiteralRoutes() if self.match_wildcards is not None else None
 
@@ -45,15 +46,21 @@ class TopicExchange:
 
     def bind(self, binding: Binding) -> None:
         self.matcher.add(binding.routing_key, binding)
-        if self.literal_routes is not None and _is_literal(binding.routing_key):
-            kind, name = binding.destination
-            self.literal_routes.add(binding.routing_key, kind, name)
+        if self.literal_routes is not None:
+            if _is_literal(binding.routing_key):
+                kind, name = binding.destination
+                self.literal_routes.add(binding.routing_key, kind, name)
+            else:
+                self.match_wildcards = self.matcher.wildcard_matcher()
 
     def unbind(self, binding: Binding) -> None:
         self.matcher.remove(binding.routing_key, binding)
-        if self.literal_routes is not None and _is_literal(binding.routing_key):
-            kind, name = binding.destination
-            self.literal_routes.remove(binding.routing_key, kind, name)
+        if self.literal_routes is not None:
+            if _is_literal(binding.routing_key):
+                kind, name = binding.destination
+                self.literal_routes.remove(binding.routing_key, kind, name)
+            else:
+                self.match_wildcards = self.matcher.wildcard_matcher()
 
     @property
     def shares_results(self) -> bool:
