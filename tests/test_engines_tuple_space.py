@@ -3,10 +3,14 @@ shapes (where `auto` uses it), through adds and removes that make it usable and 
 
 from __future__ import annotations
 
+from unittest import mock
+
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import TopicMatcher
+from xroute.engines import auto
 from xroute.engines.shapes import MAX_SHAPES, ShapeIndex, shape_of
 from xroute.keys import split_words
 from tests.strategies import WORDS, keys
@@ -39,11 +43,28 @@ def test_auto_by_shape_equals_reference(pairs, probe):
         expected.add(pattern, queue)
         actual.add(pattern, queue)
     assert [actual.match(key) for key in probe] == expected.match_many(probe)
+    assert_batches_equal(actual, probe, expected.match_many(probe))
     # Removing bindings one by one crosses the index's bounds (shapes, two '#') both ways.
     for pattern, queue in dict.fromkeys(pairs):
         expected.remove(pattern, queue)
         actual.remove(pattern, queue)
-        assert [actual.match(key) for key in probe] == expected.match_many(probe)
+        truth = expected.match_many(probe)
+        assert [actual.match(key) for key in probe] == truth
+        assert_batches_equal(actual, probe, truth)
+
+
+def assert_batches_equal(matcher, keys, truth):
+    """`match_many_ids` from the first key on (the shape kernel while the index is used, else
+    the trie's), on a list and on Arrow strings and large strings."""
+    with mock.patch.object(auto, "AUTO_BATCH_MIN", 1), mock.patch.object(
+        auto, "AUTO_FLATTEN_AFTER", 1
+    ), mock.patch.object(auto, "AUTO_FLATTEN_NODES_PER_KEY", 1 << 30):
+        for batch in (keys, pa.array(keys, pa.string()), pa.array(keys, pa.large_string())):
+            offsets, ids = matcher.match_many_ids(batch)
+            names = matcher.destinations()
+            bounds = list(zip(offsets.tolist(), offsets[1:].tolist()))
+            assert [frozenset(names[j] for j in ids[a:b]) for a, b in bounds] == truth
+            assert all(len(set(ids[a:b])) == b - a for a, b in bounds)  # no repeats
 
 
 @SETTINGS

@@ -538,3 +538,147 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
                                             offsets, dfa, literal_ids, seen, meta)
     out = _write(written, keys, final, side, side_start, offsets, dfa, out, literal_ids)
     return offsets, out[: offsets[keys]]
+
+
+@njit(cache=True, inline="always")
+def _gather_part(side, used, ids, begin, stop, seen, stamp):
+    """The ids of ``ids[begin:stop]`` not stamped yet, after ``side[:used]`` (grown as
+    needed), each stamped as it is written."""
+    if used + stop - begin > side.shape[0]:
+        grown = np.empty(max(2 * side.shape[0], used + stop - begin), dtype=np.int32)
+        grown[:used] = side[:used]
+        side = grown
+    for i in range(begin, stop):
+        destination = ids[i]
+        if seen[destination] != stamp:
+            seen[destination] = stamp
+            side[used] = destination
+            used += 1
+    return side, used
+
+
+@njit(cache=True)
+def route_shapes(data, key_offsets, shapes, entries, entry_ids, literal_keys, literal_ids,
+                 seen, stamp_box):
+    """Destinations of each key as (offsets int64[n + 1], ids int32) by pattern shape: the
+    tuple space search of `xroute.engines.shapes`, in arrays (`xroute.engines.flat_shapes`).
+
+    ``shapes`` is (min_words, exact, position_starts, positions) per shape; a position below
+    zero counts from the key's end. A key's entry in shape ``s`` is looked up in ``entries``
+    (laid out as the word table) by the bytes ``s`` (two bytes) then the key's words at the
+    shape's positions, each after a dot. ``literal_keys`` / ``literal_ids``: the exact-key
+    table of the literal bindings; ``entry_ids`` and ``literal_ids`` are (starts, ids) of each
+    entry's and each literal key's destinations.
+
+    Two passes, as `route_batch`: the first finds each key's parts; a key of one part (the
+    usual case) is copied from it in the second, into an array of exactly the right size; a
+    key of several is gathered without repeats in the first (``seen``, stamped from
+    ``stamp_box[0]``) into a side array.
+    """
+    min_words, exact, position_starts, positions = shapes
+    entry_starts, entry_destinations = entry_ids
+    literal_starts, literal_destinations = literal_ids
+    shape_count = min_words.shape[0]
+    keys = key_offsets.shape[0] - 1
+    offsets = np.zeros(keys + 1, dtype=np.int64)
+    # Per key: its one part (an entry, or -2 - a literal key), or -1 for none or for several
+    # (then its ids are side[side_start[k]:...]).
+    single = np.full(keys, _EMPTY, dtype=np.int64)
+    side_start = np.zeros(keys, dtype=np.int64)
+    side = np.empty(64, dtype=np.int32)
+    side_used = 0
+    word_begin = np.empty(257, dtype=np.int64)  # a key of 255 bytes has at most 256 words
+    word_end = np.empty(257, dtype=np.int64)
+    scratch = np.empty(520, dtype=np.uint8)
+    has_literals = literal_keys[1].shape[0] > 1
+    stamp = stamp_box[0]
+    for k in range(keys):
+        begin = key_offsets[k]
+        end = key_offsets[k + 1]
+        words = 0
+        if begin < end:  # a key "" has no words; "a." has two, the second empty
+            start = begin
+            for i in range(begin, end):
+                if data[i] == _DOT:
+                    word_begin[words] = start
+                    word_end[words] = i
+                    words += 1
+                    start = i + 1
+            word_begin[words] = start
+            word_end[words] = end
+            words += 1
+        first = _EMPTY  # the first part: an entry, or -2 - a literal key
+        several = False
+        count = 0
+        # hot: `xroute bench engines --shapes` auto batches on EMQX and unicast
+        for s in range(shape_count + 1):
+            if s < shape_count:
+                if words < min_words[s] or (exact[s] and words != min_words[s]):
+                    continue
+                scratch[0] = s & 255
+                scratch[1] = s >> 8
+                length = 2
+                for p in range(position_starts[s], position_starts[s + 1]):
+                    at = positions[p]
+                    if at < 0:
+                        at += words
+                    scratch[length] = _DOT
+                    length += 1
+                    for i in range(word_begin[at], word_end[at]):
+                        scratch[length] = data[i]
+                        length += 1
+                entry = _word_id(scratch, 0, length, entries)
+                if entry == _EMPTY:
+                    continue
+                part = entry
+                ids, part_begin, part_stop = (entry_destinations, entry_starts[entry],
+                                              entry_starts[entry + 1])
+            else:
+                if not has_literals:
+                    break
+                literal = _word_id(data, begin, end, literal_keys)
+                if literal == _EMPTY:
+                    break
+                part = _LITERAL - literal
+                ids, part_begin, part_stop = (literal_destinations, literal_starts[literal],
+                                              literal_starts[literal + 1])
+            if first == _EMPTY:
+                first = part
+                count = part_stop - part_begin
+                continue
+            if not several:  # a second part: gather the first one, then this one, apart
+                several = True
+                stamp += 1
+                side_start[k] = side_used
+                if first >= 0:
+                    side, side_used = _gather_part(side, side_used, entry_destinations,
+                                                   entry_starts[first],
+                                                   entry_starts[first + 1], seen, stamp)
+                else:
+                    side, side_used = _gather_part(side, side_used, literal_destinations,
+                                                   literal_starts[_LITERAL - first],
+                                                   literal_starts[_LITERAL - first + 1],
+                                                   seen, stamp)
+            side, side_used = _gather_part(side, side_used, ids, part_begin, part_stop, seen,
+                                           stamp)
+        if several:
+            count = side_used - side_start[k]
+        else:
+            single[k] = first
+        offsets[k + 1] = offsets[k] + count
+    stamp_box[0] = stamp
+    out = np.empty(offsets[keys], dtype=np.int32)
+    for k in range(keys):
+        at = offsets[k]
+        size = offsets[k + 1] - at
+        if size == 0:
+            continue
+        part = single[k]
+        if part == _EMPTY:
+            out[at : at + size] = side[side_start[k] : side_start[k] + size]
+        elif part >= 0:
+            out[at : at + size] = entry_destinations[entry_starts[part] : entry_starts[part] + size]
+        else:
+            begin = literal_starts[_LITERAL - part]
+            out[at : at + size] = literal_destinations[begin : begin + size]
+    return offsets, out

@@ -19,8 +19,11 @@ lookup per word in the DFA. The rule, also in docs/engines.md:
   only once the keys of such batches since the last binding change reach
   `AUTO_FLATTEN_AFTER`, because flattening the trie costs about as much as routing that many
   new keys with the Python DFA; from `AUTO_BATCH_MIN_FLAT` keys once the flat trie is
-  current. Smaller batches, and batches right after a change: the memo and the DFA,
-  flattened by `TopicMatcher` (one id array per distinct frozenset).
+  current. While the wildcards go by shape, the kernel is the shape kernel
+  (`xroute.engines.flat_shapes`: a hash probe per shape and one of the exact-key table, no
+  trie walk), made once the batch keys reach a key per `AUTO_FLATTEN_NODES_PER_KEY` trie
+  nodes. Smaller batches, and batches right after a change: the memo and the DFA (or the
+  shapes), flattened by `TopicMatcher` (one id array per distinct frozenset).
 
 The memo is bounded (`AUTO_MEMO_MAX_KEYS`, `AUTO_MEMO_MAX_CELLS`) and dropped whole on any
 binding change: the DFA below is invalidated precisely and stays warm, so refilling the memo
@@ -40,6 +43,7 @@ from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.compiled import BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.literal import LiteralIndex, is_literal
+from xroute.engines.flat_shapes import FlatShapes
 from xroute.engines.shapes import ShapeIndex
 
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
@@ -113,6 +117,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         # shapes, a key's wildcard answer is a dict lookup per shape, and the DFA is not used.
         self._shapes = ShapeIndex()
         self._by_shape: Any = self._shapes.matcher()
+        self._flat_shapes: FlatShapes | None = None  # the shape kernel's arrays, if current
 
     def add(self, words: Words, destination: Hashable) -> None:
         if is_literal(words):
@@ -229,9 +234,15 @@ class AutoEngine(BatchKernel, DfaEngine):
     def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
         # None hands the batch back to TopicMatcher's generic path (match_many, flattened).
         size = len(keys)
-        if (size >= AUTO_BATCH_MIN or (size >= AUTO_BATCH_MIN_FLAT and self._flat is not None)
-                ) and self._kernel_worth(size):
+        current = self._flat if self._by_shape is None else self._flat_shapes
+        if (size >= AUTO_BATCH_MIN or (size >= AUTO_BATCH_MIN_FLAT and current is not None)
+                ) and self._kernel_worth(size, current is not None):
             self._kernel_batches += 1
+            if self._by_shape is not None:  # wildcards by shape: the shape kernel
+                if current is None:
+                    current = self._flat_shapes = FlatShapes(self._shapes, self._literal,
+                                                             self._numbering)
+                return current.route(keys)
             if self._flat is None:
                 began = time.perf_counter()
                 self.flat()
@@ -305,15 +316,16 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def _changed(self) -> None:
         self._batch_keys_since_change = 0
+        self._flat_shapes = None
         if self._memo:
             self._memo = {}
             self._memo_cells = 0
 
-    def _kernel_worth(self, keys: int) -> bool:
-        """True if a batch of ``keys`` new keys should go through the kernel: its flat trie is
-        current, or enough batch keys came since the last change to pay for flattening it."""
+    def _kernel_worth(self, keys: int, current: bool) -> bool:
+        """True if a batch of ``keys`` new keys should go through the kernel: its arrays are
+        ``current``, or enough batch keys came since the last change to pay for making them."""
         self._batch_keys_since_change += keys
-        if self._flat is not None:
+        if current:
             return True
         bar = AUTO_FLATTEN_AFTER
         if self._by_shape is not None:

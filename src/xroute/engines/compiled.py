@@ -162,26 +162,15 @@ class FlatTrie:
         numbering: Mapping[Hashable, int],
         kernel: Any,
     ) -> tuple[tuple, tuple]:
-        """The exact-key table of the literal bindings kept outside the trie (`auto`'s index),
-        laid out as the word table (whole keys for words), and each key's destination ids.
+        """The exact-key table of the literal bindings kept outside the trie (`auto`'s index).
         Laid into the trie as paths of extra nodes instead, they cost a node and an edge per
         word of each key (1.4 s to flatten 100k bindings), and three probes a key to walk."""
-        import pyarrow as pa
-
         keys, found = literals
-        data, offsets = _utf8_buffers(pa.array(keys, type=pa.large_string()))
-        data = np.ascontiguousarray(data) if len(data) else np.zeros(1, dtype=np.uint8)
-        offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-        bits = max(4, int(2 * max(len(keys), 1) - 1).bit_length())
-        table = (data, offsets, *kernel.build_word_table(data, offsets, bits), bits)
-        starts = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, found), dtype=np.int64, count=len(found)),
-                  out=starts[1:])
-        numbers = [numbering[d] for each in found for d in each]
         by_id = self.destinations
-        for number, destination in zip(numbers, chain.from_iterable(found)):
+        for number, destination in zip((numbering[d] for each in found for d in each),
+                                       chain.from_iterable(found)):
             by_id[number] = destination
-        return table, (starts, np.array(numbers, dtype=np.int32))
+        return exact_key_table(keys, found, numbering, kernel)
 
     @staticmethod
     def _empty_dfa(nodes: int, destination_ids: int) -> tuple:
@@ -272,6 +261,25 @@ class _LiteralPaths:
                     edges.append((node, word, following))
                 node = following
             self.destinations.setdefault(node, []).extend(destinations)
+
+
+def exact_key_table(
+    keys: list[str], found: list[Collection[Hashable]], numbering: Mapping[Hashable, int],
+    kernel: Any,
+) -> tuple[tuple, tuple]:
+    """A hash table of whole keys, laid out as the kernel's word table (`_kernel._word_id`
+    finds key ``i`` as id ``i``), and each key's destination ids as (starts, ids)."""
+    import pyarrow as pa
+
+    data, offsets = _utf8_buffers(pa.array(keys, type=pa.large_string()))
+    data = np.ascontiguousarray(data) if len(data) else np.zeros(1, dtype=np.uint8)
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    bits = max(4, int(2 * max(len(keys), 1) - 1).bit_length())
+    table = (data, offsets, *kernel.build_word_table(data, offsets, bits), bits)
+    starts = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, found), dtype=np.int64, count=len(found)), out=starts[1:])
+    numbers = [numbering[d] for each in found for d in each]
+    return table, (starts, np.array(numbers, dtype=np.int32))
 
 
 def _utf8_buffers(keys: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ then walks its DFA instead, which is exact for any set.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable, Iterator
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -46,11 +46,12 @@ class _Shape:
     entry's first lookup after a change, so that binding 10k queues to ``broadcast.#`` makes
     one frozenset, not 10k growing copies."""
 
-    __slots__ = ("min_words", "exact", "take", "frozen", "large")
+    __slots__ = ("min_words", "exact", "positions", "take", "frozen", "large")
 
     def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...]) -> None:
         self.min_words = min_words  # words besides '#'; exactly these many if ``exact``
         self.exact = exact
+        self.positions = positions
         # The literal words of a key or pattern, as one hashable value (a tuple, or the word
         # itself for one position, or () for none).
         self.take: Any = itemgetter(*positions) if positions else _nothing
@@ -87,6 +88,16 @@ class _Shape:
             self.frozen[literal] = left
         else:
             del self.frozen[literal]
+
+    def entries(self) -> Iterator[tuple[tuple[str, ...], Collection[Hashable]]]:
+        """Every entry: its literal words (in the shape's positions' order), destinations."""
+        single = len(self.positions) == 1
+        large = self.large
+        for literal, frozen in self.frozen.items():
+            if literal not in large:
+                yield ((literal,) if single else literal), frozen
+        for literal, held in large.items():
+            yield ((literal,) if single else literal), held
 
     def lookup(self, words: list[str]) -> frozenset:
         """The destinations of this shape's pattern matching ``words`` (a key of enough
@@ -223,6 +234,10 @@ class ShapeIndex:
                 self._unions.clear()
             union = self._unions[together] = frozenset().union(*parts)
         return union
+
+    def shapes(self) -> list[_Shape]:
+        """The shapes, for `xroute.engines.flat_shapes` (only while `usable`)."""
+        return list(self._shapes.values())
 
     def stats(self) -> dict[str, int]:
         """How many shapes, and how many bindings have none (two ``#`` or more)."""

@@ -19,6 +19,10 @@ def warm() -> dict[str, float]:
 
     from xroute.batch import BatchRouter
     from xroute.engines import TopicMatcher, numba_cache
+    from xroute.engines.flat_shapes import FlatShapes
+    from xroute.engines.literal import LiteralIndex
+    from xroute.engines.shapes import ShapeIndex
+    from xroute.keys import split_words
     from xroute.topology import Topology
 
     numba_cache.prepare()
@@ -34,6 +38,19 @@ def warm() -> dict[str, float]:
         seconds[f"topic kernel, {label}"] = time.perf_counter() - began
         if len(offsets) != len(keys) + 1:
             raise RuntimeError("the warmed kernel gave a malformed answer")
+    # `auto`'s shape kernel (wildcards by shape, literal keys by table), for both as well.
+    shapes, literal = ShapeIndex(), LiteralIndex()
+    for pattern in ("a.*", "#.b"):
+        shapes.add(split_words(pattern), pattern)
+    literal.add("c", "c")
+    flat = FlatShapes(shapes, literal, {"a.*": 0, "#.b": 1, "c": 2})
+    keys = ["a.b", "x.b", "a.b.c", "c", ""]
+    for label, batch in (("strings", keys), ("large strings", pa.array(keys, pa.large_string()))):
+        began = time.perf_counter()
+        offsets, ids = flat.route(batch)
+        seconds[f"shape kernel, {label}"] = time.perf_counter() - began
+        if offsets.tolist() != [0, 2, 3, 3, 4, 4] or sorted(ids[:2].tolist()) != [0, 1]:
+            raise RuntimeError("the warmed shape kernel gave a wrong answer")
     # Every exchange type: the batch router's index arrays differ in type between them (and
     # between a list of keys and Arrow arrays), and numba compiles once per type.
     topology = Topology()
