@@ -42,8 +42,8 @@ import numpy as np
 from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.compiled import BatchKernel
 from xroute.engines.dfa import DfaEngine
-from xroute.engines.literal import LiteralIndex, is_literal
 from xroute.engines.flat_shapes import FlatShapes
+from xroute.engines.literal import LiteralIndex, is_literal
 from xroute.engines.shapes import ShapeIndex
 
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
