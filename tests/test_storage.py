@@ -39,3 +39,17 @@ def test_bad_places_are_typed_errors(tmp_path):
     with pytest.raises(StorageError, match="does not exist"):
         locate(str(tmp_path / "missing.json")).read_bytes()
     assert not is_uri("/a/b") and not is_uri("file:///a/b") and is_uri("s3://b/k")
+
+
+def test_a_local_file_is_seen_complete_or_not_at_all(tmp_path):
+    """A reader polling a stream's commit markers must never read one half-written: the
+    bytes go to a hidden file beside the target, renamed onto it once complete, so the
+    target is replaced (a new inode), never truncated and rewritten in place."""
+    path = tmp_path / "_batches" / "7.json"
+    marker = locate(str(path))
+    marker.write_bytes(b'{"batch_id": 7}')
+    before = path.stat().st_ino
+    marker.write_bytes(b'{"batch_id": 7, "again": true}')
+    assert path.stat().st_ino != before
+    assert marker.read_bytes() == b'{"batch_id": 7, "again": true}'
+    assert [p.name for p in path.parent.iterdir()] == ["7.json"]  # nothing left beside it

@@ -13,6 +13,7 @@ Filesystems are cached per process: Spark tasks in the same Python worker share 
 from __future__ import annotations
 
 import posixpath
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,22 @@ class Location:
         return _call(self, "read", read, self.path)
 
     def write_bytes(self, data: bytes) -> None:
-        """Write the whole file (an object store makes it visible at once, complete)."""
+        """Write the whole file, seen by readers complete or not at all: an object store
+        makes it visible at once; a local file is written beside it, then renamed (a reader
+        polling a stream's markers read one that was still empty)."""
 
         def write(path: str) -> None:
-            self.filesystem.create_dir(posixpath.dirname(path), recursive=True)
-            with self.filesystem.open_output_stream(path) as stream:
+            folder = posixpath.dirname(path)
+            self.filesystem.create_dir(folder, recursive=True)
+            if not self.local:
+                with self.filesystem.open_output_stream(path) as stream:
+                    stream.write(data)
+                return
+            # A hidden name: readers of a folder (Spark, pyarrow, xroute's markers) skip it.
+            beside = posixpath.join(folder, f".{posixpath.basename(path)}.{uuid.uuid4().hex}")
+            with self.filesystem.open_output_stream(beside) as stream:
                 stream.write(data)
+            self.filesystem.move(beside, path)  # rename(2): atomic on one filesystem
 
         _call(self, "write", write, self.path)
 
