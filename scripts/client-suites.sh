@@ -2,7 +2,8 @@
 # The client libraries' own integration suites, from their PyPI source distributions (never
 # committed; downloaded by exact version), run twice: against RabbitMQ and against
 # `xroute serve`. Rule: no test that passes on RabbitMQ may fail on xroute, except
-# those in scripts/client-suites-allow.txt (each with the RabbitMQ version difference).
+# those in scripts/client-suites-allow.txt (each with its reason: a RabbitMQ version difference,
+# or a client race that the broker's reply latency decides).
 # A test that fails on xroute after passing on RabbitMQ is rerun alone, up to
 # $XROUTE_SUITE_RERUNS times (default 2), on xroute, then on RabbitMQ: passing a rerun, or
 # failing on RabbitMQ too (flaky there), it is reported as such rather than as a failure

@@ -14,8 +14,9 @@ The rule: a test that passed on RabbitMQ must pass on xroute. One that did not i
    not as a failure;
 2. still failing, it is rerun on RabbitMQ as many times; failing there on any run, it is flaky on
    RabbitMQ itself and is reported as "flaky on RabbitMQ", not as an xroute failure;
-3. otherwise it fails the run, unless the allow-list names it
-   (``suite::test id  # the RabbitMQ version difference behind it``; ``*`` and ``[*]`` globs).
+3. otherwise it fails the run, unless the allow-list names it (``suite::test id  # why``: a
+   RabbitMQ version difference, or a client race that the broker's reply latency decides, traced
+   in the client's code; ``*`` and ``[*]`` globs).
 Every rerun, its outcomes and the verdict are in the JSON.
 """
 
