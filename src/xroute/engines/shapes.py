@@ -133,7 +133,7 @@ def shape_of(words: Words) -> tuple[int, bool, tuple[int, ...]] | None:
 class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
-    __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_patterns")
+    __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions")
 
     def __init__(self) -> None:
         self._shapes: dict[tuple[int, bool, tuple[int, ...]], _Shape] = {}
@@ -141,7 +141,6 @@ class ShapeIndex:
         self._open: list[_Shape] = []  # shapes with one '#'
         self._unshaped = 0  # bindings whose pattern has two '#' or more
         self._unions: dict[tuple[frozenset, ...], frozenset] = {}
-        self._patterns: dict[tuple[int, bool, tuple[int, ...]], int] = {}  # bindings per shape
 
     @property
     def usable(self) -> bool:
@@ -161,8 +160,6 @@ class ShapeIndex:
                 self._by_length.setdefault(shape.min_words, []).append(shape)
             else:
                 self._open.append(shape)
-            self._patterns[key] = 0
-        self._patterns[key] += 1
         shape.add(shape.take(words), destination)
         self._unions.clear()
 
@@ -175,9 +172,8 @@ class ShapeIndex:
         shape = self._shapes[key]
         shape.remove(shape.take(words), destination)
         self._unions.clear()
-        self._patterns[key] -= 1
-        if not self._patterns[key]:
-            del self._patterns[key], self._shapes[key]
+        if not shape.frozen and not shape.large:  # its last binding went
+            del self._shapes[key]
             group = self._by_length[shape.min_words] if shape.exact else self._open
             group.remove(shape)
             if shape.exact and not group:
