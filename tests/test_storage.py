@@ -53,3 +53,14 @@ def test_a_local_file_is_seen_complete_or_not_at_all(tmp_path):
     assert path.stat().st_ino != before
     assert marker.read_bytes() == b'{"batch_id": 7, "again": true}'
     assert [p.name for p in path.parent.iterdir()] == ["7.json"]  # nothing left beside it
+
+
+def test_a_failed_local_write_leaves_nothing_beside_its_target(tmp_path):
+    # The rename fails: the target is a folder that is not empty. The hidden file the bytes
+    # went to is xroute's own, and goes too.
+    path = tmp_path / "out" / "7.json"
+    (path / "inside").mkdir(parents=True)
+    with pytest.raises(StorageError):
+        locate(str(path)).write_bytes(b"new")
+    assert [p.name for p in path.parent.iterdir()] == ["7.json"]
+    assert [p.name for p in path.iterdir()] == ["inside"]

@@ -89,9 +89,15 @@ class Location:
                 return
             # A hidden name: readers of a folder (Spark, pyarrow, xroute's markers) skip it.
             beside = posixpath.join(folder, f".{posixpath.basename(path)}.{uuid.uuid4().hex}")
-            with self.filesystem.open_output_stream(beside) as stream:
-                stream.write(data)
-            self.filesystem.move(beside, path)  # rename(2): atomic on one filesystem
+            try:
+                with self.filesystem.open_output_stream(beside) as stream:
+                    stream.write(data)
+                self.filesystem.move(beside, path)  # rename(2): atomic on one filesystem
+            except BaseException:
+                # Ours alone (its name is new): a failed write leaves no half file behind.
+                if self.filesystem.get_file_info(beside).type != pafs.FileType.NotFound:
+                    self.filesystem.delete_file(beside)
+                raise
 
         _call(self, "write", write, self.path)
 
