@@ -260,6 +260,36 @@ def test_dfa_binding_change_keeps_unrelated_states():
     assert engine.match("a.b") == set() and engine.match("a.c") == {"q3"}
 
 
+def test_dfa_finds_doomed_states_by_scan_until_bindings_churn():
+    engine = DfaEngine()
+    reference = ReferenceEngine()
+    for i, pattern in enumerate(("a.b", "x.y.z", "a.*.c", "#.z")):
+        engine.add(split_words(pattern), i)
+        reference.add(split_words(pattern), i)
+    keys = ["a.b", "x.y.z", "a.q.c", "m.z", "x.y", "a.b.c"]
+    for _ in range(20):  # many more walks than states: a later change is a rare one
+        for key in keys:
+            engine.match(key)
+    built = engine.stats()["dfa_states_built"]
+    change = (split_words("x.y.w"), 9)
+    engine.add(*change)
+    reference.add(*change)
+    figures = engine.stats()
+    assert not figures["dfa_reverse_index"] and figures["dfa_states_invalidated"] > 0
+    assert [engine.match(k) for k in keys] == [reference.match(k) for k in keys]
+    rebuilt = engine.stats()["dfa_states_built"] - built
+    assert 0 < rebuilt < built  # the scan dropped only the states on the changed path
+    engine.remove(*change)  # a second change right after the first: churn
+    reference.remove(*change)
+    assert engine.stats()["dfa_reverse_index"]
+    for key in keys + ["x.y.w"]:
+        assert engine.match(key) == reference.match(key), key
+    engine.add(*change)
+    reference.add(*change)
+    for key in keys + ["x.y.w"]:
+        assert engine.match(key) == reference.match(key), key
+
+
 def test_dfa_vocabulary_follows_bindings():
     engine = DfaEngine()
     engine.add(split_words("a.*"), "q1")

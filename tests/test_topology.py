@@ -530,3 +530,20 @@ def test_routes_from_shared_matched_sets_stay_exact_through_changes(route_cache)
             for key in keys:
                 assert auto.route("t", key) == reference.route("t", key), (removal, key)
     assert auto.route("t", "c") == {"lost"}
+
+
+def test_a_first_route_matching_one_wildcard_binding_follows_it_to_a_queue_or_an_exchange():
+    # The default engine's first-route path maps a one-binding match straight to its queue;
+    # a binding to an exchange must still be walked.
+    t = Topology()
+    t.declare_exchange("front", "topic")
+    t.declare_exchange("inner", "fanout")
+    for queue in ("q1", "q2"):
+        t.declare_queue(queue)
+    t.bind("front", "q1", "device.*.cmd")
+    t.bind("front", "inner", "broadcast.#", destination_type="exchange")
+    t.bind("inner", "q2")
+    for key, expected in (("device.d1.cmd", {"q1"}), ("broadcast.all", {"q2"}),
+                          ("device.d1", set())):
+        assert t.route("front", key) == expected
+        assert t.route("front", key) == t.route_message("front", key) == expected

@@ -5,11 +5,12 @@ The walk of `Topology` is done once per exchange for the whole batch instead of 
 message. The messages that reach an exchange are matched together, each distinct key once (a
 topic exchange through `TopicMatcher.match_many_ids`, which never builds a set per key; the
 other types through their own ``route``; a headers exchange once per distinct headers table).
-Their matched bindings are then expanded by one compiled loop (`_expand`) into queues, next
-exchanges (each visited at most once per message) and per-binding hit counts; a message that
-matched nothing goes on to the exchange's alternate. The set of exchanges a message visits
-does not depend on the order of the walk, so visiting exchange by exchange is the same walk;
-`tests/test_batch.py` checks it against `Topology.route_message` on random topologies.
+Their matched bindings are then expanded by compiled loops (`xroute._batch_kernel`), each
+distinct key once, into queues, next exchanges (each visited at most once per message) and
+per-binding hit counts; a message that matched nothing goes on to the exchange's alternate.
+The set of exchanges a message visits does not depend on the order of the walk, so visiting
+exchange by exchange is the same walk; `tests/test_batch.py` checks it against
+`Topology.route_message` on random topologies.
 
 Messages whose ``CC``/``BCC`` headers add routing keys take `Topology.route_message` itself,
 one by one: they are rare, and it keeps the batch walk to one key per message. So does every
@@ -21,11 +22,9 @@ from the one the batch is published to (through exchange-to-exchange bindings or
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -134,7 +133,8 @@ class BatchRouter:
             )
             offsets = np.zeros(size + 1, dtype=np.int64)
             np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
-            return BatchRoutes(offsets, queue_ids.astype(np.int32), errors, hits, self.queues)
+            return BatchRoutes(offsets, queue_ids.astype(np.int32, copy=False), errors, hits,
+                           self.queues)
         fast = np.ones(size, dtype=bool)
         fast[list(errors)] = False
         checked: list[dict[str, Any]] | None = None
@@ -174,7 +174,8 @@ class BatchRouter:
             )
         offsets = np.zeros(size + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
-        return BatchRoutes(offsets, queue_ids.astype(np.int32), errors, hits, self.queues)
+        return BatchRoutes(offsets, queue_ids.astype(np.int32, copy=False), errors, hits,
+                           self.queues)
 
     def _reaches_a_plugin_type(self, exchange: str) -> bool:
         """Whether a message published to ``exchange`` may meet an exchange whose type is not
@@ -247,9 +248,6 @@ class BatchRouter:
         # seen[e][m]: message m has visited (or is queued to visit) exchange e.
         seen: dict[int, np.ndarray] = {start: np.ones(size, dtype=bool)}
         pending = deque([(start, messages)])
-        # The last message each queue (exchange) was recorded for, across the whole walk.
-        queue_stamp = np.full(len(self.queues), -1, dtype=np.int64)
-        exchange_stamp = np.full(len(self._exchanges), -1, dtype=np.int64)
         python_keys: list[Any] | None = None
         while pending:
             index, here = pending.popleft()
@@ -272,18 +270,13 @@ class BatchRouter:
                     found.append((np.array(rows, dtype=np.int64), np.array(queues, dtype=np.int64)))
                 continue
             key_of, offsets, ids, to_binding = self._match(current, keys, here, headers)
-            rows, queues, exchange_rows, targets = _kernel()(
-                here,
-                key_of,
-                offsets,
-                ids,
-                to_binding,
-                self._to_queue,
-                self._to_exchange,
-                hits,
-                queue_stamp,
-                exchange_stamp,
-            )
+            kernel = _kernel()
+            group_queues, queue_starts, group_exchanges, exchange_starts = kernel.expand_groups(
+                key_of, offsets, ids, to_binding, self._to_queue, self._to_exchange, hits,
+                len(self.queues), len(self._exchanges))
+            rows, queues = _pairs(kernel, here, key_of, group_queues, queue_starts)
+            exchange_rows, targets = _pairs(kernel, here, key_of, group_exchanges,
+                                            exchange_starts)
             if len(rows):
                 found.append((rows, queues))
             if len(targets):
@@ -446,58 +439,24 @@ def _group_by_identity(tables: list[Any]) -> tuple[np.ndarray, list[Any]]:
     return key_of, distinct
 
 
-def _expand(
-    here, key_of, offsets, ids, to_binding, to_queue, to_exchange, hits, queue_stamp, exchange_stamp
-):  # noqa: E501
-    """One exchange step of the walk, per message ``here[i]`` with matches
-    ``ids[offsets[key_of[i]]:offsets[key_of[i] + 1]]``: count each binding's hit, and record
-    each queue and each next exchange once per message (the stamps hold the last message
-    recorded for each). Compiled by numba on first use (`_kernel`)."""
-    total = 0
-    for i in range(len(here)):
-        total += offsets[key_of[i] + 1] - offsets[key_of[i]]
-    rows = np.empty(total, dtype=np.int64)
-    queues = np.empty(total, dtype=np.int64)
-    exchange_rows = np.empty(total, dtype=np.int64)
-    exchanges = np.empty(total, dtype=np.int64)
-    found = next_found = 0
-    for i in range(len(here)):
-        m = here[i]
-        group = key_of[i]
-        for j in range(offsets[group], offsets[group + 1]):
-            b = to_binding[ids[j]]
-            hits[b] += 1
-            q = to_queue[b]
-            if q >= 0:
-                if queue_stamp[q] != m:
-                    queue_stamp[q] = m
-                    rows[found] = m
-                    queues[found] = q
-                    found += 1
-            else:
-                x = to_exchange[b]
-                if exchange_stamp[x] != m:
-                    exchange_stamp[x] = m
-                    exchange_rows[next_found] = m
-                    exchanges[next_found] = x
-                    next_found += 1
-    return rows[:found], queues[:found], exchange_rows[:next_found], exchanges[:next_found]
-
-
-_COMPILED: list[Any] = []
-
-
 def _kernel() -> Any:
-    """`_expand` compiled by numba (cached on disk), on first use."""
-    if not _COMPILED:
-        os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "xroute" / "numba"))
-        from xroute.engines import numba_cache
+    """`xroute._batch_kernel`, whose kernels numba compiles (or loads from its disk cache) on
+    first use."""
+    from xroute import _batch_kernel  # imports numba: only once a batch is routed
 
-        numba_cache.prepare()  # the same cache folder as the engines' kernels, zip or not
-        from numba import njit
+    return _batch_kernel
 
-        _COMPILED.append(njit(cache=True, nogil=True)(_expand))
-    return _COMPILED[0]
+
+def _pairs(
+    kernel: Any, here: np.ndarray, key_of: np.ndarray, group_ids: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(message, id) pairs: message ``here[i]`` with each id of its group ``key_of[i]``."""
+    total = int(np.diff(starts)[key_of].sum()) if len(here) else 0
+    rows = np.empty(total, dtype=np.int64)
+    ids = np.empty(total, dtype=np.int32)
+    if total:
+        kernel.write_pairs(here, key_of, group_ids, starts, rows, ids)
+    return rows, ids
 
 
 def check_key(key: Any) -> None:

@@ -18,22 +18,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from xroute.engines.frozen_sets import STALE, FrozenSets
+
 EMPTY_NAMES: frozenset[str] = frozenset()
 # A key with more queues than this keeps them in a set, frozen on its next route after a
-# change: binding 10k queues to one key then costs one frozenset, not 10k growing copies.
-# Up to it, each change copies the key's frozenset (at most this many names).
+# change (`xroute.engines.frozen_sets`). Up to it, each change copies the key's frozenset.
 FREEZE_NOW = 64
-_STALE: Any = object()  # in place of a large key's frozenset while its set changed
 
 
 class LiteralRoutes:
     """Routing key -> the frozenset of queue names its literal bindings lead to."""
 
-    __slots__ = ("_frozen", "_large", "_repeats", "_exchanges")
+    __slots__ = ("_names", "_frozen", "_repeats", "_exchanges")
 
     def __init__(self) -> None:
-        self._frozen: dict[str, frozenset[str]] = {}
-        self._large: dict[str, set[str]] = {}  # keys with more than FREEZE_NOW queues
+        self._names = FrozenSets(FREEZE_NOW)
+        self._frozen = self._names.frozen  # read inline by `names`
         # (key, queue) -> its literal bindings, kept only where there are two or more (the
         # same key and queue with other arguments is another binding, to the same queue)
         self._repeats: dict[tuple[str, str], int] = {}
@@ -43,22 +43,11 @@ class LiteralRoutes:
         """A literal binding of ``key`` to destination (``kind``, ``name``) was made."""
         if kind != "queue":
             self._exchanges[key] = self._exchanges.get(key, 0) + 1
-            return
-        large = self._large.get(key)
-        frozen = self._frozen.get(key)
-        if name in (large if large is not None else frozen or EMPTY_NAMES):
+        elif name in self._names.members(key):
             pair = (key, name)
             self._repeats[pair] = self._repeats.get(pair, 1) + 1
-        elif large is not None:
-            large.add(name)
-            self._frozen[key] = _STALE
-        elif frozen is None:
-            self._frozen[key] = frozenset((name,))
-        elif len(frozen) < FREEZE_NOW:
-            self._frozen[key] = frozen | {name}
         else:
-            self._large[key] = {*frozen, name}
-            self._frozen[key] = _STALE
+            self._names.add(key, name)
 
     def remove(self, key: str, kind: str, name: str) -> None:
         """A literal binding of ``key`` to (``kind``, ``name``), made before, was removed."""
@@ -71,34 +60,20 @@ class LiteralRoutes:
             return
         pair = (key, name)
         repeats = self._repeats.get(pair)
-        if repeats is not None:
-            if repeats > 2:
-                self._repeats[pair] = repeats - 1
-            else:
-                del self._repeats[pair]
-            return
-        large = self._large.get(key)
-        if large is None:
-            remaining = self._frozen[key] - {name}
+        if repeats is None:
+            self._names.remove(key, name)
+        elif repeats > 2:
+            self._repeats[pair] = repeats - 1
         else:
-            large.discard(name)
-            if len(large) > FREEZE_NOW:
-                self._frozen[key] = _STALE
-                return
-            remaining = frozenset(large)
-            del self._large[key]
-        if remaining:
-            self._frozen[key] = remaining
-        else:
-            del self._frozen[key]
+            del self._repeats[pair]
 
     # hot: `Topology.route`, the first route of every key of a topic exchange (`--shapes`)
     def names(self, key: str) -> frozenset[str] | None:
         """The queue names ``key``'s literal bindings lead to (empty if none); None if one of
         them leads to an exchange (the caller must walk)."""
         frozen = self._frozen.get(key, EMPTY_NAMES)
-        if frozen is _STALE:
-            frozen = self._frozen[key] = frozenset(self._large[key])
+        if frozen is STALE:
+            frozen = self._names.get(key)
         if self._exchanges and key in self._exchanges:
             return None
         return frozen

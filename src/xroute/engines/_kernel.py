@@ -18,7 +18,7 @@ the first time a key ends in it. A warm key of L words costs L table probes and 
 
 The result is written in two passes: the first finds each key's final state (so each key's
 count, so the offsets), the second copies destination lists into an array of exactly the
-right size. When a DFA table fills up, the key at hand finishes with the plain walk, the keys
+right size, which NumPy allocates (see `write_shapes`). When a DFA table fills up, the key at hand finishes with the plain walk, the keys
 so far are written out, and the DFA is dropped before the next key (bounded memory).
 
 The kernels keep the GIL (no ``nogil``): calls on one matcher update the same DFA tables, so
@@ -156,6 +156,17 @@ def _lookup(table_keys, table_values, key, bits):
             return table_values[slot]
         slot = (slot + 1) & mask
     return _EMPTY
+
+
+@njit(cache=True, inline="always")
+def _copy(source, begin, out, at, count):
+    """``out[at:at + count] = source[begin:begin + count]``, as a loop over two views, which
+    LLVM vectorizes: numba's slice assignment copied a broadcast's 10k ids per key 3.5 times
+    slower, and a loop over offset indexes 4 times."""
+    source = source[begin : begin + count]
+    into = out[at : at + count]
+    for i in range(count):
+        into[i] = source[i]
 
 
 @njit(cache=True, inline="always")
@@ -325,8 +336,9 @@ def _build_transition(state, word, slot, live, following, trie, dfa, meta, mark)
 
 
 @njit(cache=True)
-def _write(first, stop, final, side, side_start, offsets, dfa, out, literal_ids):
-    """Copy the destinations of keys ``first .. stop - 1`` into ``out`` (grown if needed)."""
+def write_routes(first, stop, final, side, side_start, offsets, dfa, out, literal_ids):
+    """Copy the destinations of keys ``first .. stop - 1`` into ``out`` (grown if needed):
+    `route_batch`'s second pass."""
     state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
     literal_start, literal_destinations = literal_ids
     needed = offsets[stop]
@@ -344,11 +356,7 @@ def _write(first, stop, final, side, side_start, offsets, dfa, out, literal_ids)
             source, begin = side, side_start[k]
         else:
             source, begin = literal_destinations, literal_start[_LITERAL - state]
-        if count < 16:  # a slice copy costs reference counting: worth it for long lists only
-            for i in range(count):
-                out[at + i] = source[begin + i]
-        else:
-            out[at : at + count] = source[begin : begin + count]
+        _copy(source, begin, out, at, count)
     return out
 
 
@@ -399,7 +407,8 @@ def _with_literal(k, literal, final, side, side_used, side_start, offsets, dfa, 
 @njit(cache=True)
 def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, dfa, meta,
                 mark, seen, literal_keys, literal_ids):
-    """Destinations of each key as (offsets int64[n + 1], ids int32), no repeats per key.
+    """Each key's final state, for `write_routes` to copy out as (offsets int64[n + 1], ids
+    int32), no repeats per key.
 
     Key ``i`` is the UTF-8 ``data[key_offsets[i] : key_offsets[i + 1]]`` (Arrow's layout).
     ``vocabulary``, ``trie`` and ``destinations`` are the flat trie (see
@@ -408,6 +417,10 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
     ``literal_keys`` is the exact-key table of the literal bindings kept outside the trie
     (laid out as ``vocabulary``, whole keys for words) and ``literal_ids`` their destination
     lists: a key found there gets them besides what the walk finds.
+
+    Returns (offsets, the ids of keys ``0 .. written - 1``, ``written``, and for the other
+    keys their final states, side array and where each starts in it): keys before a DFA reset
+    are written out here, the rest by the caller (`xroute.engines.compiled.FlatTrie.route`).
     """
     state_start, state_nodes = dfa[0], dfa[1]
     state_destination_start, state_destination_count, state_destinations = dfa[2], dfa[3], dfa[4]
@@ -429,7 +442,8 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
     has_literals = literal_keys[1].shape[0] > 1
     for k in range(keys):
         if meta[RESET_PENDING]:
-            out = _write(written, k, final, side, side_start, offsets, dfa, out, literal_ids)
+            out = write_routes(written, k, final, side, side_start, offsets, dfa, out,
+                               literal_ids)
             written = k
             side_used = 0
             _reset(dfa, meta)
@@ -516,7 +530,7 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
             cached = side_used - before
             used = meta[DESTINATION_CELLS]
             if used + cached <= state_destinations.shape[0]:
-                state_destinations[used : used + cached] = side[before:side_used]
+                _copy(side, before, state_destinations, used, cached)
                 state_destination_start[state] = used
                 state_destination_count[state] = cached
                 meta[DESTINATION_CELLS] = used + cached
@@ -536,8 +550,8 @@ def route_batch(data, key_offsets, vocabulary, start_nodes, trie, destinations, 
         if literal != _EMPTY:
             side, side_used = _with_literal(k, literal, final, side, side_used, side_start,
                                             offsets, dfa, literal_ids, seen, meta)
-    out = _write(written, keys, final, side, side_start, offsets, dfa, out, literal_ids)
-    return offsets, out[: offsets[keys]]
+    # The rest is written by the caller into an array NumPy allocates (see `write_shapes`).
+    return offsets, out, written, final, side, side_start
 
 
 @njit(cache=True, inline="always")
@@ -560,8 +574,9 @@ def _gather_part(side, used, ids, begin, stop, seen, stamp):
 @njit(cache=True)
 def route_shapes(data, key_offsets, shapes, entries, entry_ids, literal_keys, literal_ids,
                  seen, stamp_box):
-    """Destinations of each key as (offsets int64[n + 1], ids int32) by pattern shape: the
-    tuple space search of `xroute.engines.shapes`, in arrays (`xroute.engines.flat_shapes`).
+    """Where each key's destinations are, by pattern shape: the tuple space search of
+    `xroute.engines.shapes`, in arrays (`xroute.engines.flat_shapes`). `write_shapes` then
+    copies them out as (offsets int64[n + 1], ids int32).
 
     ``shapes`` is (min_words, exact, position_starts, positions) per shape; a position below
     zero counts from the key's end. A key's entry in shape ``s`` is looked up in ``entries``
@@ -570,10 +585,11 @@ def route_shapes(data, key_offsets, shapes, entries, entry_ids, literal_keys, li
     table of the literal bindings; ``entry_ids`` and ``literal_ids`` are (starts, ids) of each
     entry's and each literal key's destinations.
 
-    Two passes, as `route_batch`: the first finds each key's parts; a key of one part (the
-    usual case) is copied from it in the second, into an array of exactly the right size; a
-    key of several is gathered without repeats in the first (``seen``, stamped from
-    ``stamp_box[0]``) into a side array.
+    Two passes, as `route_batch`: this one finds each key's parts; a key of one part (the
+    usual case) is copied from it by `write_shapes`, into an array of exactly the right size;
+    a key of several is gathered without repeats here (``seen``, stamped from
+    ``stamp_box[0]``) into a side array. Returns (offsets, the one part of each key or -1,
+    where each key's ids start in the side array, the side array).
     """
     min_words, exact, position_starts, positions = shapes
     entry_starts, entry_destinations = entry_ids
@@ -667,18 +683,25 @@ def route_shapes(data, key_offsets, shapes, entries, entry_ids, literal_keys, li
             single[k] = first
         offsets[k + 1] = offsets[k] + count
     stamp_box[0] = stamp
-    out = np.empty(offsets[keys], dtype=np.int32)
-    for k in range(keys):
+    return offsets, single, side_start, side
+
+
+@njit(cache=True)
+def write_shapes(offsets, single, side_start, side, entry_ids, literal_ids, out):
+    """The second pass of `route_shapes`: each key's ids into ``out``, of exactly the size
+    ``offsets[-1]`` (allocated by NumPy, which asks the kernel for huge pages: an array of a
+    broadcast's 30M ids filled 4 times slower when numba allocated it)."""
+    entry_starts, entry_destinations = entry_ids
+    literal_starts, literal_destinations = literal_ids
+    for k in range(single.shape[0]):
         at = offsets[k]
         size = offsets[k + 1] - at
         if size == 0:
             continue
         part = single[k]
         if part == _EMPTY:
-            out[at : at + size] = side[side_start[k] : side_start[k] + size]
+            _copy(side, side_start[k], out, at, size)
         elif part >= 0:
-            out[at : at + size] = entry_destinations[entry_starts[part] : entry_starts[part] + size]
+            _copy(entry_destinations, entry_starts[part], out, at, size)
         else:
-            begin = literal_starts[_LITERAL - part]
-            out[at : at + size] = literal_destinations[begin : begin + size]
-    return offsets, out
+            _copy(literal_destinations, literal_starts[_LITERAL - part], out, at, size)

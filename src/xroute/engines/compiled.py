@@ -200,7 +200,8 @@ class FlatTrie:
     def route(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, destination ids) for valid keys (list of str or Arrow strings)."""
         data, key_offsets = _utf8_buffers(keys)
-        return self._kernel.route_batch(
+        kernel = self._kernel
+        offsets, head, written, final, side, side_start = kernel.route_batch(
             data,
             key_offsets,
             self.words,
@@ -214,6 +215,11 @@ class FlatTrie:
             self.literal_keys,
             self.literal_ids,
         )
+        out = np.empty(offsets[-1], dtype=np.int32)
+        out[: offsets[written]] = head[: offsets[written]]
+        kernel.write_routes(written, len(offsets) - 1, final, side, side_start, offsets,
+                            self._dfa, out, self.literal_ids)
+        return offsets, out
 
     def dfa_stats(self) -> dict[str, int]:
         """The kernel DFA's size and history."""

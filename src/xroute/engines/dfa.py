@@ -13,10 +13,17 @@ states would also mean finding every transition that points at them.
 
 A binding change drops only the states that hold a trie node on the changed pattern's path
 (the nodes whose edges or destinations change). No other state can reach such a node (its
-parent is on the path too), so every other state and its transitions stay exact and warm. A
-reverse index (node -> states holding it) finds the doomed states without scanning them all;
-when they are most of the automaton (a pattern that starts with ``#`` changes the node every
+parent is on the path too), so every other state and its transitions stay exact and warm.
+When they are most of the automaton (a pattern that starts with ``#`` changes the node every
 state holds), the whole automaton is dropped instead, which is cheaper.
+
+The doomed states are found by a scan (each state's nodes tested against the path) while
+changes are rare, and by a reverse index (node -> states holding it) while bindings churn. The
+index costs a set insertion per node of every state built: at 100k seed bindings, where most
+keys build new states, it made the DFA slower than the trie walk it caches (138 µs a new key
+against 75), for changes that most deployments make only at start. So it is built when a
+change comes fewer walks after the previous one than the automaton has states, and dropped
+when the automaton fills up and starts again.
 """
 
 from __future__ import annotations
@@ -74,7 +81,9 @@ class DfaEngine(TrieEngine):
         self.max_states = max_states
         self.max_cells = max_cells
         self._states: dict[frozenset[Node], State] = {}
-        self._holding: dict[Node, set[State]] = {}  # reverse index for precise invalidation
+        # node -> states holding it, kept only while bindings churn (see the module's doc)
+        self._holding: dict[Node, set[State]] | None = None
+        self._matches_at_change = 0
         self._start: State | None = None
         self._dead: State | None = None
         self._cells = 0
@@ -144,6 +153,7 @@ class DfaEngine(TrieEngine):
             "dfa_states_invalidated": self._invalidated,
             "dfa_resets": self._resets,
             "dfa_bypassed_matches": self._bypassed,
+            "dfa_reverse_index": self._holding is not None,
         }
 
     # -- building --------------------------------------------------------------------------
@@ -179,13 +189,8 @@ class DfaEngine(TrieEngine):
         self._states[key] = state
         self._cells += len(key) + 1
         self._built += 1
-        holding = self._holding
-        for node in key:
-            holders = holding.get(node)
-            if holders is None:
-                holding[node] = {state}
-            else:
-                holders.add(state)
+        if self._holding is not None:
+            _hold(self._holding, state)
         if not key:
             self._dead = state
         return state
@@ -206,7 +211,8 @@ class DfaEngine(TrieEngine):
         """Drop the whole automaton; the start state is rebuilt on demand. ``full``: because
         it reached its bound (not because bindings changed)."""
         self._states.clear()
-        self._holding.clear()
+        # A full automaton starts again without the index; a change keeps churn's index.
+        self._holding = None if full or self._holding is None else {}
         self._start = self._dead = None
         self._cells = 0
         self._resets += 1
@@ -217,30 +223,40 @@ class DfaEngine(TrieEngine):
     # -- invalidation ----------------------------------------------------------------------
     def _forget(self, path: list[Node]) -> None:
         """Drop every state that holds a node of ``path``: only their transitions may change."""
+        states = self._states
+        churning = self._matches - self._matches_at_change < len(states)
+        self._matches_at_change = self._matches
         holding = self._holding
+        if holding is None and churning:
+            holding = self._holding = {}
+            for state in states.values():
+                _hold(holding, state)
         doomed: set[State] = set()
-        for node in path:
-            holders = holding.pop(node, None)
-            if holders:
-                doomed |= holders
+        if holding is None:
+            doomed.update(state for state in states.values() if not state.nodes.isdisjoint(path))
+        else:
+            for node in path:
+                holders = holding.pop(node, None)
+                if holders:
+                    doomed |= holders
         if not doomed:
             return
-        if 2 * len(doomed) >= len(self._states):
+        if 2 * len(doomed) >= len(states):
             # Most states hold the node (a pattern starting with '#' reaches every state):
             # dropping all at once is cheaper than unlinking each from the reverse index.
             self._invalidated += len(doomed)
             self._reset(full=False)
             return
-        states = self._states
         for state in doomed:
             del states[state.nodes]
             self._cells -= _cells_of(state)
-            for node in state.nodes:
-                holders = holding.get(node)
-                if holders is not None:
-                    holders.discard(state)
-                    if not holders:
-                        del holding[node]
+            if holding is not None:
+                for node in state.nodes:
+                    holders = holding.get(node)
+                    if holders is not None:
+                        holders.discard(state)
+                        if not holders:
+                            del holding[node]
         self._invalidated += len(doomed)
         if self._start in doomed:
             self._start = None
@@ -260,6 +276,16 @@ class _SelfLoop(dict):
 
     def get(self, word: str, default: Any = None) -> State:  # type: ignore[override]
         return self.state
+
+
+def _hold(holding: dict[Node, set[State]], state: State) -> None:
+    """Enter ``state`` in the reverse index ``holding`` under each of its nodes."""
+    for node in state.nodes:
+        holders = holding.get(node)
+        if holders is None:
+            holding[node] = {state}
+        else:
+            holders.add(state)
 
 
 def _cells_of(state: State) -> int:

@@ -37,7 +37,7 @@ class FlatShapes:
             position_starts.append(len(positions))
             # The two bytes the kernel writes: UTF-8 keeps characters below 128 as one byte.
             prefix = chr(number & 255) + chr(number >> 8)
-            for words, destinations in shape.entries():
+            for words, destinations in shape.literal_entries():
                 # The kernel's lookup bytes: the shape's number, then each word after a dot.
                 names.append(prefix + "".join("." + word for word in words))
                 found.append(destinations)
@@ -57,6 +57,11 @@ class FlatShapes:
     def route(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """(offsets, destination ids) for valid keys (a list of str or Arrow strings)."""
         data, key_offsets = _utf8_buffers(keys)
-        return self._kernel.route_shapes(data, key_offsets, self.shapes, self.entries,
-                                         self.entry_ids, self.literal_keys, self.literal_ids,
-                                         self._seen, self._stamp)
+        kernel = self._kernel
+        offsets, single, side_start, side = kernel.route_shapes(
+            data, key_offsets, self.shapes, self.entries, self.entry_ids, self.literal_keys,
+            self.literal_ids, self._seen, self._stamp)
+        out = np.empty(offsets[-1], dtype=np.int32)
+        kernel.write_shapes(offsets, single, side_start, side, self.entry_ids, self.literal_ids,
+                            out)
+        return offsets, out

@@ -14,13 +14,11 @@ end alike still get the very same frozenset, which `Topology` keys its own work 
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterator
-from typing import Any
 
+from xroute.engines.frozen_sets import STALE, FrozenSets
 from xroute.keys import HASH, STAR
 
-# A key with more than _FREEZE_NOW destinations whose set changed: its frozenset is rebuilt
-# on its next route.
-_STALE: Any = object()
+# A key with more destinations than this keeps them in a set, frozen on its next route.
 _FREEZE_NOW = 8
 # Unions kept, at most (each is a frozenset as large as its two parts): then forgotten whole.
 MAX_UNIONS = 16_384
@@ -32,56 +30,26 @@ def is_literal(words: tuple[str, ...]) -> bool:
 
 
 class LiteralIndex:
-    """Routing key -> destinations of the literal bindings, each answer a shared frozenset.
+    """Routing key -> destinations of the literal bindings, each answer a shared frozenset
+    (`xroute.engines.frozen_sets`)."""
 
-    A key's destinations are kept as the frozenset routes return, rebuilt on each change
-    while there are at most `_FREEZE_NOW` of them; beyond, as a set beside it (the frozenset
-    is rebuilt on the key's next route), so that binding 10k queues to one key costs one
-    frozenset, not 10k growing copies.
-    """
-
-    __slots__ = ("_large", "_frozen", "_unions", "keys")
+    __slots__ = ("_sets", "_frozen", "_unions", "keys")
 
     def __init__(self) -> None:
-        self._frozen: dict[str, Any] = {}  # key -> frozenset, or _STALE (see _large)
-        self._large: dict[str, set[Hashable]] = {}  # keys with many destinations
+        self._sets = FrozenSets(_FREEZE_NOW)
+        self._frozen = self._sets.frozen  # read inline by `combine`
         self._unions: dict[tuple[frozenset, frozenset], frozenset] = {}
         # The literal keys (``key in index.keys``), for callers that test before `combine`.
         self.keys = self._frozen.keys()
 
     def add(self, key: str, destination: Hashable) -> None:
         """Bind ``destination`` to the literal ``key`` (not bound there yet)."""
-        held = self._large.get(key)
-        frozen = self._frozen.get(key)
-        if held is not None:
-            held.add(destination)
-            self._frozen[key] = _STALE
-        elif frozen is None:
-            self._frozen[key] = frozenset((destination,))
-        elif len(frozen) < _FREEZE_NOW:
-            self._frozen[key] = frozen | {destination}
-        else:
-            self._large[key] = {*frozen, destination}
-            self._frozen[key] = _STALE
+        self._sets.add(key, destination)
         self._unions.clear()
 
     def remove(self, key: str, destination: Hashable) -> None:
         """Unbind ``destination`` from ``key`` (bound there)."""
-        held = self._large.get(key)
-        if held is None:
-            left = self._frozen[key] - {destination}
-        else:
-            held.discard(destination)
-            if len(held) > _FREEZE_NOW:
-                self._frozen[key] = _STALE
-                self._unions.clear()
-                return
-            left = frozenset(held)
-            del self._large[key]
-        if left:
-            self._frozen[key] = left
-        else:
-            del self._frozen[key]
+        self._sets.remove(key, destination)
         self._unions.clear()
 
     # hot: every `auto` route of a literal key that misses its memo (`--shapes`)
@@ -90,8 +58,8 @@ class LiteralIndex:
         literal = self._frozen.get(key)
         if literal is None:
             return found
-        if literal is _STALE:
-            literal = self._frozen[key] = frozenset(self._large[key])
+        if literal is STALE:
+            literal = self._sets.get(key)
         if not found:
             return literal
         pair = (literal, found)
@@ -104,20 +72,12 @@ class LiteralIndex:
 
     def items(self) -> Iterator[tuple[str, Collection[Hashable]]]:
         """Every (key, destinations) pair."""
-        large = self._large
-        for key, frozen in self._frozen.items():
-            yield key, large[key] if frozen is _STALE else frozen
+        return self._sets.items()
 
     def columns(self) -> tuple[list[str], list[Collection[Hashable]]]:
         """Every key, and the destinations of each (two lists in the same order): what the
-        kernel's exact-key table is built from, without a tuple per key."""
-        large = self._large
-        keys = list(self._frozen)
-        found = list(self._frozen.values())
-        if large:
-            found = [large[key] if frozen is _STALE else frozen
-                     for key, frozen in zip(keys, found)]
-        return keys, found
+        kernel's exact-key table is built from."""
+        return self._sets.columns()
 
     def __len__(self) -> int:
         return len(self._frozen)

@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import Any
 
 from xroute.engines.base import EMPTY, Words
+from xroute.engines.frozen_sets import STALE, FrozenSets
 from xroute.keys import HASH, STAR
 
 # Beyond this many shapes, a key's lookups cost more than a warm DFA walk of a 5-word key
@@ -34,19 +35,17 @@ MAX_SHAPES = 6
 # (`Topology` works once per distinct set): at most this many, then forgotten whole.
 MAX_UNIONS = 16_384
 # A pattern's destinations are kept as a frozenset, made as it is bound, while there are at
-# most this many (see _Shape).
+# most this many (`xroute.engines.frozen_sets`).
 FREEZE_NOW = 8
 
 
 class _Shape:
-    """The patterns of one shape: literal words at the shape's positions -> destinations.
+    """The patterns of one shape: literal words at the shape's positions -> destinations, each
+    answer a shared frozenset (`xroute.engines.frozen_sets`: EMQX's 80k filters have one
+    destination each; 10k queues bound to ``broadcast.#`` make one frozenset, not 10k growing
+    copies)."""
 
-    An entry's destinations are its frozenset while there are at most `FREEZE_NOW` of them
-    (EMQX's 80k filters: one each, and no set beside it); beyond, a set, frozen again on the
-    entry's first lookup after a change, so that binding 10k queues to ``broadcast.#`` makes
-    one frozenset, not 10k growing copies."""
-
-    __slots__ = ("min_words", "exact", "positions", "take", "frozen", "large")
+    __slots__ = ("min_words", "exact", "positions", "take", "entries", "frozen")
 
     def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...]) -> None:
         self.min_words = min_words  # words besides '#'; exactly these many if ``exact``
@@ -55,61 +54,21 @@ class _Shape:
         # The literal words of a key or pattern, as one hashable value (a tuple, or the word
         # itself for one position, or () for none).
         self.take: Any = itemgetter(*positions) if positions else _nothing
-        self.frozen: dict[Any, frozenset] = {}  # absent for a large entry that changed
-        self.large: dict[Any, set[Hashable]] = {}
+        self.entries = FrozenSets(FREEZE_NOW)
+        self.frozen = self.entries.frozen  # read inline by `lookup` and the one-shape matcher
 
-    def add(self, literal: Any, destination: Hashable) -> None:
-        """Bind ``destination`` to the entry ``literal`` (not bound there yet)."""
-        held = self.large.get(literal)
-        if held is not None:
-            held.add(destination)
-            self.frozen.pop(literal, None)
-            return
-        small = self.frozen.get(literal, EMPTY)
-        if len(small) < FREEZE_NOW:
-            self.frozen[literal] = small | {destination}
-        else:
-            self.large[literal] = {*small, destination}
-            del self.frozen[literal]
-
-    def remove(self, literal: Any, destination: Hashable) -> None:
-        """Unbind ``destination`` from the entry ``literal`` (bound there)."""
-        held = self.large.get(literal)
-        if held is None:
-            left = self.frozen[literal] - {destination}
-        else:
-            held.discard(destination)
-            self.frozen.pop(literal, None)
-            if len(held) > FREEZE_NOW:
-                return
-            del self.large[literal]
-            left = frozenset(held)
-        if left:
-            self.frozen[literal] = left
-        else:
-            del self.frozen[literal]
-
-    def entries(self) -> Iterator[tuple[tuple[str, ...], Collection[Hashable]]]:
+    def literal_entries(self) -> Iterator[tuple[tuple[str, ...], Collection[Hashable]]]:
         """Every entry: its literal words (in the shape's positions' order), destinations."""
         single = len(self.positions) == 1
-        large = self.large
-        for literal, frozen in self.frozen.items():
-            if literal not in large:
-                yield ((literal,) if single else literal), frozen
-        for literal, held in large.items():
-            yield ((literal,) if single else literal), held
+        for literal, destinations in self.entries.items():
+            yield ((literal,) if single else literal), destinations
 
     def lookup(self, words: list[str]) -> frozenset:
         """The destinations of this shape's pattern matching ``words`` (a key of enough
         words for it)."""
         literal = self.take(words)
-        found = self.frozen.get(literal)
-        if found is None:
-            held = self.large.get(literal)
-            if held is None:
-                return EMPTY
-            found = self.frozen[literal] = frozenset(held)
-        return found
+        found = self.frozen.get(literal, EMPTY)
+        return found if found is not STALE else self.entries.get(literal)
 
 
 def _nothing(words: Any) -> tuple[()]:
@@ -160,7 +119,7 @@ class ShapeIndex:
                 self._by_length.setdefault(shape.min_words, []).append(shape)
             else:
                 self._open.append(shape)
-        shape.add(shape.take(words), destination)
+        shape.entries.add(shape.take(words), destination)
         self._unions.clear()
 
     def remove(self, words: Words, destination: Hashable) -> None:
@@ -170,9 +129,9 @@ class ShapeIndex:
             self._unshaped -= 1
             return
         shape = self._shapes[key]
-        shape.remove(shape.take(words), destination)
+        shape.entries.remove(shape.take(words), destination)
         self._unions.clear()
-        if not shape.frozen and not shape.large:  # its last binding went
+        if not shape.entries:  # its last binding went
             del self._shapes[key]
             group = self._by_length[shape.min_words] if shape.exact else self._open
             group.remove(shape)
@@ -196,8 +155,8 @@ class ShapeIndex:
             size = len(words)
             if size < least or (exact and size != least):
                 return EMPTY
-            found = frozen.get(take(words))
-            return shape.lookup(words) if found is None else found
+            found = frozen.get(take(words), EMPTY)
+            return found if found is not STALE else shape.lookup(words)
 
         return match_one_shape
 

@@ -1,0 +1,99 @@
+"""The numba kernels of `xroute.batch.BatchRouter`: a batch's matched bindings expanded into
+(message, queue) pairs, (message, next exchange) pairs and hit counts.
+
+Imported only when a batch is first routed (importing numba costs about half a second), after
+`xroute.engines.numba_cache` has chosen the cache folder, which the engines' kernels share.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xroute.engines import numba_cache
+
+numba_cache.prepare()  # the same cache folder as the engines' kernels, zip or not
+
+from numba import njit  # noqa: E402  (after the cache locator is in place)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _append(message, ids, begin, stop, rows, into, at):
+    """Write (``message``, ``ids[begin:stop]``) pairs at ``rows[at:]`` and ``into[at:]``;
+    the new end. A loop over views, which LLVM vectorizes (see `xroute.engines._kernel._copy`);
+    a group of one skips the views."""
+    count = stop - begin
+    if count == 1:
+        rows[at] = message
+        into[at] = ids[begin]
+        return at + 1
+    source = ids[begin:stop]
+    rows_here = rows[at : at + count]
+    into_here = into[at : at + count]
+    for i in range(count):
+        rows_here[i] = message
+        into_here[i] = source[i]
+    return at + count
+
+
+@njit(cache=True, nogil=True)
+def expand_groups(key_of, offsets, ids, to_binding, to_queue, to_exchange, hits, queue_count,
+                  exchange_count):
+    """One exchange step of the walk, per group (a distinct key, ``key_of[i]`` for message
+    ``i``) with matches ``ids[offsets[g]:offsets[g + 1]]``: count each binding's hits, once per
+    message of the group, and list the group's queues and next exchanges, each once. Returns
+    (queues, where each group's start, exchanges, where each group's start).
+
+    A group is expanded once, however many messages share it: a log repeats its keys, and at
+    10k seed bindings a key matches about 170 bindings of 100 queues. `write_pairs` then
+    copies each message's queues (exchanges).
+    """
+    groups = offsets.shape[0] - 1
+    uses = np.zeros(groups, dtype=np.int64)
+    for i in range(key_of.shape[0]):
+        uses[key_of[i]] += 1
+    size = 0
+    for g in range(groups):
+        if uses[g]:
+            size += offsets[g + 1] - offsets[g]
+    group_queues = np.empty(size, dtype=np.int32)
+    group_exchanges = np.empty(size, dtype=np.int32)
+    queue_starts = np.zeros(groups + 1, dtype=np.int64)
+    exchange_starts = np.zeros(groups + 1, dtype=np.int64)
+    queue_stamp = np.full(queue_count, -1, dtype=np.int64)  # the last group that listed it
+    exchange_stamp = np.full(exchange_count, -1, dtype=np.int64)
+    queued = passed = 0
+    for g in range(groups):
+        queue_starts[g] = queued
+        exchange_starts[g] = passed
+        messages = uses[g]
+        if messages == 0:
+            continue
+        for j in range(offsets[g], offsets[g + 1]):
+            b = to_binding[ids[j]]
+            hits[b] += messages
+            q = to_queue[b]
+            if q >= 0:
+                if queue_stamp[q] != g:
+                    queue_stamp[q] = g
+                    group_queues[queued] = q
+                    queued += 1
+            else:
+                x = to_exchange[b]
+                if exchange_stamp[x] != g:
+                    exchange_stamp[x] = g
+                    group_exchanges[passed] = x
+                    passed += 1
+    queue_starts[groups] = queued
+    exchange_starts[groups] = passed
+    return group_queues, queue_starts, group_exchanges, exchange_starts
+
+
+@njit(cache=True, nogil=True)
+def write_pairs(here, key_of, group_ids, starts, rows, into):
+    """(message ``here[i]``, each of its group's ids) pairs into ``rows`` and ``into``, which
+    the caller sized and NumPy allocated (it asks the kernel for huge pages: a broadcast's
+    30M pairs were written 4 times slower into arrays numba allocated)."""
+    at = 0
+    for i in range(here.shape[0]):
+        g = key_of[i]
+        at = _append(here[i], group_ids, starts[g], starts[g + 1], rows, into, at)

@@ -1,0 +1,101 @@
+"""Key -> a set of members, read as one shared frozenset: the store behind the exact-key
+index (`xroute.engines.literal`), the shape index (`xroute.engines.shapes`) and the topology's
+literal routes (`xroute.literal_routes`).
+
+Readers get the same frozenset for a key until it changes, so that their callers can key
+their own work by it. A key's frozenset is made anew on each change while it has at most
+``freeze_now`` members; beyond, the members are kept in a set beside it, and the frozenset is
+made on the next read: binding 10k queues to one key then costs one frozenset, not 10k
+growing copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Iterator
+from typing import Any
+
+# In `FrozenSets.frozen` in place of a large key's frozenset while its set changed.
+STALE: Any = object()
+
+
+class FrozenSets:
+    """Key -> frozenset of members; see the module's doc.
+
+    ``frozen`` is public for hot paths, which read it inline: a key's frozenset, or `STALE`
+    (then `get` makes it); a key without members is absent.
+    """
+
+    __slots__ = ("frozen", "_large", "_freeze_now")
+
+    def __init__(self, freeze_now: int) -> None:
+        self.frozen: dict[Any, Any] = {}
+        self._large: dict[Any, set[Hashable]] = {}  # keys with more than freeze_now members
+        self._freeze_now = freeze_now
+
+    def add(self, key: Any, member: Hashable) -> None:
+        """Add ``member``, not one of ``key``'s members yet."""
+        large = self._large.get(key)
+        if large is not None:
+            large.add(member)
+            self.frozen[key] = STALE
+            return
+        small = self.frozen.get(key)
+        if small is None:
+            self.frozen[key] = frozenset((member,))
+        elif len(small) < self._freeze_now:
+            self.frozen[key] = small | {member}
+        else:
+            self._large[key] = {*small, member}
+            self.frozen[key] = STALE
+
+    def remove(self, key: Any, member: Hashable) -> None:
+        """Remove ``member``, one of ``key``'s members; a key left without any goes."""
+        large = self._large.get(key)
+        if large is None:
+            left = self.frozen[key] - {member}
+        else:
+            large.discard(member)
+            if len(large) > self._freeze_now:
+                self.frozen[key] = STALE
+                return
+            left = frozenset(large)
+            del self._large[key]
+        if left:
+            self.frozen[key] = left
+        else:
+            del self.frozen[key]
+
+    def get(self, key: Any) -> frozenset | None:
+        """``key``'s members as its shared frozenset, or None if it has none."""
+        found = self.frozen.get(key)
+        if found is STALE:
+            found = self.frozen[key] = frozenset(self._large[key])
+        return found
+
+    def members(self, key: Any) -> Collection[Hashable]:
+        """``key``'s members as they are kept (a frozenset or a set; empty if none), to test
+        or read without making a frozenset."""
+        large = self._large.get(key)
+        if large is not None:
+            return large
+        return self.frozen.get(key, ())
+
+    def items(self) -> Iterator[tuple[Any, Collection[Hashable]]]:
+        """Every (key, members) pair, the members as they are kept."""
+        large = self._large
+        for key, frozen in self.frozen.items():
+            yield key, large[key] if frozen is STALE else frozen
+
+    def columns(self) -> tuple[list[Any], list[Collection[Hashable]]]:
+        """Every key, and its members as they are kept: two lists in the same order, without
+        a tuple per key (100k literal keys are flattened into a kernel table at once)."""
+        keys = list(self.frozen)
+        found = list(self.frozen.values())
+        if self._large:
+            large = self._large
+            found = [large[key] if members is STALE else members
+                     for key, members in zip(keys, found)]
+        return keys, found
+
+    def __len__(self) -> int:
+        return len(self.frozen)
