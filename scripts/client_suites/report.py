@@ -8,12 +8,12 @@ RESULTS_DIR holds, per suite, the outcomes ``broker_plugin`` records (JSON lines
 ``SUITE-xroute-rerunN.jsonl`` / ``SUITE-rabbitmq-rerunN.jsonl`` for the reruns, which run one
 test at a time (in isolation).
 
-The rule: a test that passed on RabbitMQ must pass on xroute. One that did not is a suspect:
-1. it is rerun on xroute a few times (``pending`` lists the suspects no xroute rerun has passed
-   and no RabbitMQ rerun has failed); passing any rerun, it is reported as "passed on rerun",
-   not as a failure;
-2. still failing, it is rerun on RabbitMQ as many times; failing there on any run, it is flaky on
-   RabbitMQ itself and is reported as "flaky on RabbitMQ", not as an xroute failure;
+The rule: a test that passed on RabbitMQ must pass on xroute. One that did not is a suspect,
+rerun in rounds of one run on xroute then one on RabbitMQ (``pending`` lists the suspects no
+xroute rerun has passed and no RabbitMQ rerun has failed):
+1. passing any rerun on xroute, it is reported as "passed on rerun", not as a failure;
+2. failing any rerun on RabbitMQ, it is flaky on RabbitMQ itself and is reported as "flaky on
+   RabbitMQ", not as an xroute failure;
 3. otherwise it fails the run, unless the allow-list names it (``suite::test id  # why``: a
    RabbitMQ version difference, or a client race that the broker's reply latency decides, traced
    in the client's code; ``*`` and ``[*]`` globs).
