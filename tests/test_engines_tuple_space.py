@@ -122,3 +122,19 @@ def test_a_pattern_bound_to_many_queues_stays_exact_through_binds_and_unbinds():
         assert matcher.match("broadcast.y.z") == bound
         assert matcher.match("broadcast.x") == set(queues)
     assert matcher.stats()["auto_by_shape"] is True
+
+
+def test_a_single_shape_with_its_words_before_the_hash_splits_keys_only_that_far():
+    """EMQX's shape (`device.{s}.*.{n}.#`): the one-shape matcher splits a key at most at its
+    first words; keys shorter, exactly as long, and longer, with a dot-free and dotted tail,
+    equal reference, and so does `#` alone (no word to take)."""
+    keys = ["", "device", "device.1.x", "device.1.x.7", "device.1.x.7.a.b", "device.1..7.",
+            "device.2.x.7.a", "other.1.x.7", "device.1.x.8"]
+    for patterns in (["device.1.*.7.#", "device.2.*.7.#"], ["#"], ["a.#"]):
+        index, expected = ShapeIndex(), TopicMatcher(engine="reference")
+        for number, pattern in enumerate(patterns):
+            index.add(split_words(pattern), f"q{number}")
+            expected.add(pattern, f"q{number}")
+        match = index.matcher()
+        assert match is not None and match.__name__ == "match_prefix_shape"
+        assert [match(key) for key in keys] == expected.match_many(keys)

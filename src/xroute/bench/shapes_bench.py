@@ -1,6 +1,6 @@
 """``xroute bench engines --shapes``: every engine on the workloads other brokers benchmark.
 
-Per shape (`xroute.bench.shapes`) and engine, in one process:
+Per shape (`xroute.bench.shapes`), in a process of its own, and engine:
 
 - ``build_s``: binding every pattern into a `TopicMatcher`;
 - ``match`` µs a call, keys seen the first time (a fresh matcher) and repeated (a stream from
@@ -14,16 +14,22 @@ Per shape (`xroute.bench.shapes`) and engine, in one process:
 
 Every engine's answers are checked against ``reference`` before anything is timed
 (`CheckFailed`: a bug, not a result). Engines take turns within a shape, so load from other
-work on the shared machine falls on all of them alike; the load average is recorded.
+work on the shared machine falls on all of them alike; each takes `TURNS` turns and keeps
+its best figure per measure; the load average is recorded. Where ``auto`` trails an engine
+by more than `GOAL`, both are measured again in turn (`_confirm_gaps`), so a gap in the
+report is the engine's, not one descheduled slice's.
 """
 
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import platform
+import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -48,6 +54,10 @@ WARM_SHARE = 0.2  # of the first-time keys, routed before the others are timed
 SLICES = 5
 WARM_BATCHES_MAX = 64  # batches of the repeated keys at most, warming a batch path
 GOAL = 1.25  # the default engine within this factor of the best, per measure
+# Every engine takes this many turns per shape, keeping its best per measure: in one turn,
+# the first shape's first routes came out at 440k/s, and at 704k/s in a run just after.
+TURNS = 2
+CONFIRM_ROUNDS = 2  # further turns of auto and an engine it trails: see `_confirm_gaps`
 # Measures where higher is better (rates) and lower is better (times), for the gaps.
 RATES = ("route_first_per_s", "route_repeat_per_s", "ids_first_batch_per_s",
          "ids_new_keys_per_s", "ids_repeat_per_s", "batch_router_per_s")
@@ -60,15 +70,32 @@ def run(shapes: Sequence[str] = tuple(SHAPES), engines: Sequence[str] = ENGINES,
         report: Report = lambda line: None) -> dict[str, Any]:
     """The whole experiment: ``{"meta", "shapes": [...], "gaps": [...]}``."""
     results: dict[str, Any] = {"meta": _meta(shapes, engines), "shapes": []}
-    warm_kernels()  # numba imported and its kernels loaded: no shape pays for the process's first
     for name in shapes:
-        shape = SHAPES[name]()
-        report(f"{name}: {len(shape.bindings):,} bindings")
-        results["shapes"].append(one_shape(shape, engines, report))
-        gc.collect()
+        report(f"{name}: a process of its own")
+        results["shapes"].append(_in_own_process(name, tuple(engines)))
     results["gaps"] = gaps(results) if "auto" in engines else []
     results["meta"]["load_after"] = load_average()
     return results
+
+
+def _in_own_process(name: str, engines: tuple[str, ...]) -> dict[str, Any]:
+    """`one_shape` in a fresh process. In one process for all shapes, what the shapes before
+    left on the heap slowed the next: NATS's first routes measured 295k/s after broadcast's
+    10k-queue sets, and 412-417k/s in a process of their own, twice."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_shape_entry, name, engines).result()
+
+
+def _shape_entry(name: str, engines: tuple[str, ...]) -> dict[str, Any]:
+    warm_kernels()  # numba imported and its kernels loaded: no measure pays for the first call
+    shape = SHAPES[name]()
+    _echo(f"{name}: {len(shape.bindings):,} bindings")
+    return one_shape(shape, engines, _echo)
+
+
+def _echo(line: str) -> None:
+    print(f"  {line}", file=sys.stderr, flush=True)
 
 
 def one_shape(shape: Shape, engines: Sequence[str], report: Report) -> dict[str, Any]:
@@ -81,10 +108,14 @@ def one_shape(shape: Shape, engines: Sequence[str], report: Report) -> dict[str,
                              "first_keys": len(shape.first_keys), "fanout": shape.fanout,
                              "notes": shape.notes, "load": load_average(), "engines": {},
                              "peers": {}}
-    for spec in engines:
-        report(f"{shape.name}: {spec}")
-        entry["engines"][spec] = _measure(spec, shape, check, truth)
-        gc.collect()
+    for turn in range(TURNS):
+        for spec in engines:
+            report(f"{shape.name}: {spec}" + (f" (turn {turn + 1})" if turn else ""))
+            measured = _measure(spec, shape, check, truth)
+            done = entry["engines"].get(spec)
+            entry["engines"][spec] = measured if done is None else _best_of(done, measured)
+            gc.collect()
+    entry["confirm_rounds"] = _confirm_gaps(entry, shape, check, truth, report)
     if len(shape.bindings) <= PEER_MAX_BINDINGS:
         for name in PEERS:
             peer, skipped = build_peer(name, shape.bindings)
@@ -95,6 +126,32 @@ def one_shape(shape: Shape, engines: Sequence[str], report: Report) -> dict[str,
                 "wrong_routes": wrong_routes(truth[:10], [peer.match(k) for k in check[:10]]),
                 "checked_keys": 10, "skipped_bindings": skipped}
     return entry
+
+
+def _confirm_gaps(entry: dict[str, Any], shape: Shape, check: list[str],
+                  truth: list[frozenset], report: Report) -> int:
+    """Measure again, in turn, ``auto`` and each engine it trails by more than `GOAL` on
+    some measure, up to `CONFIRM_ROUNDS` times, keeping each engine's best per measure; the
+    rounds done. One slice descheduled on this shared machine halved a figure (seed-100k's
+    repeated routes, 2.8M once and 5.3M the next run, for `trie` and `auto` alike): a gap
+    that a second turn of both closes was the machine's, one that stays is the engine's."""
+    engines = entry["engines"]
+    for done in range(CONFIRM_ROUNDS):
+        behind = sorted({g["best"] for g in shape_gaps(entry) if not g["met"]})
+        if not behind:
+            return done
+        for spec in ("auto", *behind):
+            report(f"{shape.name}: {spec} again (auto trailed it)")
+            engines[spec] = _best_of(engines[spec], _measure(spec, shape, check, truth))
+            gc.collect()
+    return CONFIRM_ROUNDS
+
+
+def _best_of(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Per measure, the better of two turns of one engine (times: the lower)."""
+    rates = set(RATES)
+    return {measure: (max if measure in rates else min)(value, new[measure])
+            for measure, value in old.items()}
 
 
 def _measure(spec: str, shape: Shape, check: list[str], truth: list[frozenset]) -> dict[str, Any]:
@@ -205,25 +262,27 @@ def _topology(spec: str, shape: Shape) -> Topology:
 
 def gaps(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Per shape and measure: auto's figure, the best engine's, and the ratio (>= 1)."""
+    return [gap for entry in results["shapes"] for gap in shape_gaps(entry)]
+
+
+def shape_gaps(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """`gaps` of one shape (none without ``auto``)."""
+    engines = entry["engines"]
+    if "auto" not in engines:
+        return []
     found = []
-    for entry in results["shapes"]:
-        engines = entry["engines"]
-        if "auto" not in engines:
-            continue
-        for measure in RATES + TIMES:
-            values = {spec: e[measure] for spec, e in engines.items() if measure in e}
-            lower = measure in TIMES
-            best = (min if lower else max)(values, key=values.__getitem__)
-            ratio = values["auto"] / values[best] if lower else values[best] / values["auto"]
-            found.append({"shape": entry["shape"], "measure": measure, "auto": values["auto"],
-                          "best": best, "best_value": values[best], "ratio": ratio,
-                          "met": ratio <= GOAL})
+    for measure in RATES + TIMES:
+        values = {spec: e[measure] for spec, e in engines.items() if measure in e}
+        lower = measure in TIMES
+        best = (min if lower else max)(values, key=values.__getitem__)
+        ratio = values["auto"] / values[best] if lower else values[best] / values["auto"]
+        found.append({"shape": entry["shape"], "measure": measure, "auto": values["auto"],
+                      "best": best, "best_value": values[best], "ratio": ratio,
+                      "met": ratio <= GOAL})
     return found
 
 
 def _meta(shapes: Sequence[str], engines: Sequence[str]) -> dict[str, Any]:
-    import sys
-
     model = ""
     try:
         with open("/proc/cpuinfo") as info:
@@ -294,9 +353,10 @@ def _route_first(entry: dict[str, Any], figures: dict[str, Any]) -> str:
 
 
 def _busy(meta: dict[str, Any]) -> str:
-    """A warning when other work shared the cores (a load above half of them)."""
+    """A warning when other work shared the cores: a load above half of them besides the
+    bench's own process (which alone brings the load average to about 1)."""
     load = max(meta["load_before"][0], meta["load_after"][0])
-    return "**the machine was busy**: " if load > meta["cpus"] / 2 else ""
+    return "**the machine was busy**: " if load > 1 + meta["cpus"] / 2 else ""
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -352,8 +412,12 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {entry['shape']} | peer: {name} | | | {peer['match_us']:,.0f} | | "
                          f"| ({peer['wrong_routes']}/{peer['checked_keys']} wrong) |")
     over = [g for g in results["gaps"] if not g["met"]]
+    again = [f"{e['shape']} ({e['confirm_rounds']})" for e in results["shapes"]
+             if e.get("confirm_rounds")]
     lines += ["", f"**`auto` against the best engine**: {len(results['gaps']) - len(over)} of "
-              f"{len(results['gaps'])} (shape, measure) cells within {GOAL}x."]
+              f"{len(results['gaps'])} (shape, measure) cells within {GOAL}x."
+              + (f" Where auto trailed, it and the engine ahead were measured again in turn, "
+                 f"each keeping its best (shape, rounds): {', '.join(again)}." if again else "")]
     if over:
         lines += ["", "| shape | measure | auto | best | ratio |", "| --- | --- | --- | --- | --- |"]
         for g in over:

@@ -64,6 +64,10 @@ class CheckFailed(AssertionError):
         self.expected = expected
         self.actual = actual
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Raised in a worker process (`xroute bench engines --shapes`), it crosses back whole.
+        return CheckFailed, (self.what, self.key, self.expected, self.actual)
+
 
 def _short(value: Any) -> str:
     if isinstance(value, (set, frozenset)):
