@@ -138,3 +138,28 @@ def test_a_single_shape_with_its_words_before_the_hash_splits_keys_only_that_far
         match = index.matcher()
         assert match is not None and match.__name__ == "match_prefix_shape"
         assert [match(key) for key in keys] == expected.match_many(keys)
+
+
+def test_keys_whose_first_word_no_pattern_begins_with_match_nothing_at_once():
+    """NATS's wildcards all begin with ``cloud``: a key beginning otherwise is answered
+    without a lookup per shape, and a pattern beginning with '*' or '#', bound and then
+    removed, turns that shortcut off and on again; every answer equals reference."""
+    patterns = ["cloud.#", "cloud.continuum.component.#", "cloud.*.*.router.*"]
+    keys = ["", "cloud", "api.imgr", "cloud.x.y.router.z", "cloud.continuum.component.a",
+            "x.cloud", "auth.cloud.router"]
+    index, expected = ShapeIndex(), TopicMatcher(engine="reference")
+    for pattern in patterns:
+        index.add(split_words(pattern), pattern)
+        expected.add(pattern, pattern)
+    assert [index.match(key) for key in keys] == expected.match_many(keys)
+    for headless in ("*.cloud.router", "#.router"):
+        index.add(split_words(headless), headless)
+        expected.add(headless, headless)
+        assert [index.match(key) for key in keys] == expected.match_many(keys)
+        index.remove(split_words(headless), headless)
+        expected.remove(headless, headless)
+        assert [index.match(key) for key in keys] == expected.match_many(keys)
+    for pattern in patterns:
+        index.remove(split_words(pattern), pattern)
+        expected.remove(pattern, pattern)
+        assert [index.match(key) for key in keys] == expected.match_many(keys)

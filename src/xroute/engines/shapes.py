@@ -8,6 +8,8 @@ from those words to the destinations, and a key is matched by taking, for each s
 words at the shape's literal positions and looking them up: a few dict lookups whatever the
 vocabulary, where a lazy DFA builds a state per new word (about 10 µs on EMQX's new keys).
 This is the tuple space search of packet classifiers (Srinivasan, Suri and Varghese, 1999).
+While every pattern begins with a literal word, a key whose first word none begins with is
+answered before any shape is tried.
 
 A shape is representable when the pattern has at most one ``#``: the words before it are at
 fixed positions from the key's start and those after it at fixed positions from its end,
@@ -107,7 +109,8 @@ def shape_of(words: Words) -> tuple[int, bool, tuple[int, ...]] | None:
 class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
-    __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans")
+    __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans", "_heads",
+                 "_headless")
 
     def __init__(self) -> None:
         self._shapes: dict[tuple[int, bool, tuple[int, ...]], _Shape] = {}
@@ -118,6 +121,12 @@ class ShapeIndex:
         # Key length -> (take, frozen, shape) of each shape a key that long can match: built
         # on the first key of a length, dropped on any change (see `match`).
         self._plans: dict[int, tuple[tuple[Any, dict, _Shape], ...]] = {}
+        # The literal first words of the indexed patterns (bindings per word), and how many
+        # patterns begin with '*' or '#' instead. While none does, a key whose first word is
+        # not among them matches nothing (NATS's three wildcards all begin with ``cloud``,
+        # its subjects never do): one lookup instead of one per shape.
+        self._heads: dict[str, int] = {}
+        self._headless = 0
 
     @property
     def usable(self) -> bool:
@@ -140,6 +149,10 @@ class ShapeIndex:
         shape.entries.add(shape.take(words), destination)
         self._unions.clear()
         self._plans.clear()
+        if shape.positions[:1] == (0,):
+            self._heads[words[0]] = self._heads.get(words[0], 0) + 1
+        else:
+            self._headless += 1
 
     def remove(self, words: Words, destination: Hashable) -> None:
         """Forget the binding of ``words`` to ``destination`` (indexed before)."""
@@ -151,6 +164,12 @@ class ShapeIndex:
         shape.entries.remove(shape.take(words), destination)
         self._unions.clear()
         self._plans.clear()
+        if shape.positions[:1] == (0,):
+            left = self._heads.pop(words[0]) - 1
+            if left:
+                self._heads[words[0]] = left
+        else:
+            self._headless -= 1
         if not shape.entries:  # its last binding went
             del self._shapes[key]
             group = self._by_length[shape.min_words] if shape.exact else self._open
@@ -199,6 +218,8 @@ class ShapeIndex:
         """The destinations of the indexed patterns that match the valid routing ``key``
         (only while `usable`)."""
         words = key.split(".") if key else []
+        if not self._headless and (not words or words[0] not in self._heads):
+            return EMPTY
         plan = self._plans.get(len(words))
         if plan is None:
             plan = self._plan(len(words))
