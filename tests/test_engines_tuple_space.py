@@ -136,7 +136,7 @@ def test_a_single_shape_with_its_words_before_the_hash_splits_keys_only_that_far
             index.add(split_words(pattern), f"q{number}")
             expected.add(pattern, f"q{number}")
         match = index.matcher()
-        assert match is not None and match.__name__ == "match_prefix_shape"
+        assert match is not None and match.__name__ == "match_one_shape"
         assert [match(key) for key in keys] == expected.match_many(keys)
 
 

@@ -47,11 +47,6 @@ class Node:
             return kids[1] if kids[0] == word else None
         return kids.get(word)
 
-    def literal_edges(self) -> list[tuple[str, Node]]:
-        """Every (word, child) pair along a literal word."""
-        kids = self.children
-        return [kids] if kids.__class__ is tuple else list(kids.items())
-
     def child(self, word: str) -> Node | None:
         """The child along ``word`` (a literal, ``*`` or ``#``), if any."""
         if word == STAR:
