@@ -163,3 +163,27 @@ def test_keys_whose_first_word_no_pattern_begins_with_match_nothing_at_once():
         index.remove(split_words(pattern), pattern)
         expected.remove(pattern, pattern)
         assert [index.match(key) for key in keys] == expected.match_many(keys)
+
+
+def test_the_shape_kernel_skips_shapes_by_first_word_and_stays_exact():
+    """The shape kernel's first-word table (`FlatShapes.heads`): keys beginning with a word
+    no pattern begins with still find their literal bindings; a pattern beginning with '*'
+    or '#' empties the table, and its removal fills it again; every batch equals reference."""
+    patterns = ["cloud.#", "cloud.continuum.component.#", "cloud.*.*.router.*"]
+    literals = ["api.imgr", "cloud", "cloud.x.y.router.z", "auth"]
+    keys = ["", "cloud", "api.imgr", "api", "cloud.x.y.router.z", "cloud.continuum.component.a",
+            "x.cloud", "auth", "auth.cloud.router", "clouds.x"]
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    for pattern in patterns + literals:
+        expected.add(pattern, pattern)
+        actual.add(pattern, pattern)
+    assert_batches_equal(actual, keys, expected.match_many(keys))
+    assert actual._engine._flat_shapes.heads[1].shape[0] == 2  # one word: "cloud"
+    for headless in ("*.cloud.router", "#.router"):
+        for matcher in (expected, actual):
+            matcher.add(headless, headless)
+        assert_batches_equal(actual, keys, expected.match_many(keys))
+        assert actual._engine._flat_shapes.heads[1].shape[0] == 1  # empty: every shape tried
+        for matcher in (expected, actual):
+            matcher.remove(headless, headless)
+        assert_batches_equal(actual, keys, expected.match_many(keys))

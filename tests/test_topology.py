@@ -57,6 +57,26 @@ def test_topic_uses_the_engine(engine):
     assert t.route("x", "floor_2") == frozenset()
 
 
+def test_bindings_to_one_destination_share_it_until_it_is_deleted():
+    """A first route reads each matched binding's destination: one object per queue or
+    exchange, not one per binding. Deleting the queue forgets it; routes stay exact."""
+    t = topology_with("topic", "q", engine="auto")
+    t.declare_exchange("y", "fanout")
+    for pattern in ("a.*", "b.#", "c"):
+        t.bind("x", "q", pattern)
+        t.bind("x", "y", pattern, destination_type="exchange")
+    by_kind = {}
+    for binding in t.bindings():
+        by_kind.setdefault(binding.destination.kind, set()).add(id(binding.destination))
+    assert {kind: len(ids) for kind, ids in by_kind.items()} == {"queue": 1, "exchange": 1}
+    t.delete_queue("q")
+    t.delete_exchange("y")
+    assert t._targets == {}
+    t.declare_queue("q")
+    t.bind("x", "q", "a.*")
+    assert t.route("x", "a.b") == {"q"} and t.route("x", "c") == frozenset()
+
+
 def test_bindings_differing_only_in_arguments_are_two_bindings():
     t = topology_with("topic", "q1")
     t.bind("x", "q1", "a.*", {"tag": 1})

@@ -29,20 +29,23 @@ FREEZE_NOW = 64
 class LiteralRoutes:
     """Routing key -> the frozenset of queue names its literal bindings lead to."""
 
-    __slots__ = ("_names", "_frozen", "_repeats", "_exchanges")
+    __slots__ = ("_names", "frozen", "_repeats", "exchange_keys")
 
     def __init__(self) -> None:
         self._names = FrozenSets(FREEZE_NOW)
-        self._frozen = self._names.frozen  # read inline by `names`
+        # Key -> its queue names' frozenset, or STALE (then `get`); read inline by `names`
+        # and `Topology.route`.
+        self.frozen = self._names.frozen
         # (key, queue) -> its literal bindings, kept only where there are two or more (the
         # same key and queue with other arguments is another binding, to the same queue)
         self._repeats: dict[tuple[str, str], int] = {}
-        self._exchanges: dict[str, int] = {}  # key -> its literal bindings to exchanges
+        # key -> its literal bindings to exchanges (read inline as `frozen`)
+        self.exchange_keys: dict[str, int] = {}
 
     def add(self, key: str, kind: str, name: str) -> None:
         """A literal binding of ``key`` to destination (``kind``, ``name``) was made."""
         if kind != "queue":
-            self._exchanges[key] = self._exchanges.get(key, 0) + 1
+            self.exchange_keys[key] = self.exchange_keys.get(key, 0) + 1
         elif name in self._names.members(key):
             pair = (key, name)
             self._repeats[pair] = self._repeats.get(pair, 1) + 1
@@ -52,11 +55,11 @@ class LiteralRoutes:
     def remove(self, key: str, kind: str, name: str) -> None:
         """A literal binding of ``key`` to (``kind``, ``name``), made before, was removed."""
         if kind != "queue":
-            left = self._exchanges[key] - 1
+            left = self.exchange_keys[key] - 1
             if left:
-                self._exchanges[key] = left
+                self.exchange_keys[key] = left
             else:
-                del self._exchanges[key]
+                del self.exchange_keys[key]
             return
         pair = (key, name)
         repeats = self._repeats.get(pair)
@@ -71,14 +74,14 @@ class LiteralRoutes:
     def names(self, key: str) -> frozenset[str] | None:
         """The queue names ``key``'s literal bindings lead to (empty if none); None if one of
         them leads to an exchange (the caller must walk)."""
-        frozen = self._frozen.get(key, EMPTY_NAMES)
+        frozen = self.frozen.get(key, EMPTY_NAMES)
         if frozen is STALE:
             frozen = self._names.get(key)
-        if self._exchanges and key in self._exchanges:
+        if self.exchange_keys and key in self.exchange_keys:
             return None
         return frozen
 
     def stats(self) -> dict[str, Any]:
         """How many keys have literal bindings to queues, to exchanges."""
-        return {"literal_route_keys": len(self._frozen),
-                "literal_exchange_keys": len(self._exchanges)}
+        return {"literal_route_keys": len(self.frozen),
+                "literal_exchange_keys": len(self.exchange_keys)}

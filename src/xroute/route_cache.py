@@ -50,7 +50,7 @@ class TopologyRouteCache:
     """(exchange, routing key) -> queue names, for messages without headers; exact under change."""
 
     __slots__ = (
-        "max_size", "sweep_to", "hits", "misses", "evictions", "invalidations", "_entries",
+        "max_size", "sweep_to", "hits", "misses", "evictions", "invalidations", "entries",
         "_through",
     )
 
@@ -60,23 +60,12 @@ class TopologyRouteCache:
         self.max_size = max_size
         self.sweep_to = sweep_to
         self.hits = self.misses = self.evictions = self.invalidations = 0
-        # entry -> (queues, names of the exchanges its route visited or looked up)
-        self._entries: dict[Entry, tuple[frozenset[str], tuple[str, ...]]] = {}
+        # entry -> (queues, names of the exchanges its route visited or looked up): read by
+        # `Topology.route` itself, which counts the hits and misses (one call less a route)
+        self.entries: dict[Entry, tuple[frozenset[str], tuple[str, ...]]] = {}
         # exchange name -> the entries whose route visited or looked it up (a dict as an
         # ordered set)
         self._through: dict[str, dict[Entry, None]] = {}
-
-    def get(self, exchange: str, routing_key: str) -> frozenset[str] | None:
-        """The cached queues of a message without headers, or None (a miss, counted).
-
-        Raises TypeError for an unhashable argument: the caller then routes, which names it.
-        """
-        entry = self._entries.get((exchange, routing_key))
-        if entry is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return entry[0]
 
     def put(
         self, exchange: str, routing_key: str, queues: frozenset[str], through: Sequence[str]
@@ -88,7 +77,7 @@ class TopologyRouteCache:
     # hot: every first route of `Topology.route` (`xroute bench engines --shapes`)
     def remember(self, entry: Entry, queues: frozenset[str], names: tuple[str, ...]) -> None:
         """`put` with the entry made and ``names`` a tuple without repeats."""
-        entries = self._entries
+        entries = self.entries
         if len(entries) >= self.max_size:
             self._sweep()
         entries[entry] = (queues, names)
@@ -103,7 +92,7 @@ class TopologyRouteCache:
         """Full: forget the oldest entries (dicts keep insertion order) down to `sweep_to`,
         inlined (a call per entry was a third of the sweep, which every first route pays
         for once the cache is full)."""
-        entries = self._entries
+        entries = self.entries
         through = self._through
         drop = len(entries) - self.sweep_to
         for old in list(islice(entries, drop)):
@@ -140,23 +129,23 @@ class TopologyRouteCache:
 
     def queue_changed(self, name: str, default_exchange: str = "") -> None:
         """Queue ``name`` was declared or deleted: its route through the default exchange."""
-        if (default_exchange, name) in self._entries:
+        if (default_exchange, name) in self.entries:
             self._drop((default_exchange, name))
             self.invalidations += 1
 
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""
-        self._entries.clear()
+        self.entries.clear()
         self._through.clear()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def stats(self) -> dict[str, Any]:
         """Size, bound, hits, misses, hit rate, evictions and entries dropped by changes."""
         lookups = self.hits + self.misses
         return {
-            "route_cache_entries": len(self._entries),
+            "route_cache_entries": len(self.entries),
             "route_cache_max": self.max_size,
             "route_cache_hits": self.hits,
             "route_cache_misses": self.misses,
@@ -166,7 +155,7 @@ class TopologyRouteCache:
         }
 
     def _drop(self, entry: Entry) -> None:
-        _, names = self._entries.pop(entry)
+        _, names = self.entries.pop(entry)
         through = self._through
         for name in names:
             routes = through.get(name)

@@ -12,6 +12,7 @@ from typing import Any
 from xroute.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
 from xroute.destinations import MatchedDestinations
 from xroute.engines import DEFAULT_ENGINE
+from xroute.engines.frozen_sets import STALE
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
@@ -30,6 +31,7 @@ from xroute.exchanges import (
 from xroute.exchanges.recent_history import RecordedMessage
 from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
 from xroute.keys import _ALWAYS_SHORT, check_pattern, check_routing_key
+from xroute.literal_routes import EMPTY_NAMES
 from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
 from xroute.profiles import Profile, profile
 from xroute.route_cache import TopologyRouteCache
@@ -172,6 +174,10 @@ class Topology:
         self._exchanges: dict[str, Exchange] = {}
         self._queues: dict[str, Queue] = {}
         self._bindings: dict[tuple, Binding] = {}
+        # One `Destination` per bound queue or exchange, shared by all its bindings: a first
+        # route reads a matched binding's destination, then looks its names up by it (EMQX's
+        # 80k filters lead to 80 queues: 80 objects in cache, not 80k scattered ones).
+        self._targets: dict[Destination, Destination] = {}
         # Policies of a definitions export, kept verbatim for the round trip.
         self.policies: list[dict[str, Any]] = []
         self._exchanges[DEFAULT_EXCHANGE] = Exchange(DEFAULT_EXCHANGE, "direct", None)
@@ -260,6 +266,7 @@ class Topology:
             if binding.source == name or binding.destination == ("exchange", name):
                 self._remove(binding)
         del self._exchanges[name]
+        self._targets.pop(Destination("exchange", name), None)
         if self._route_cache is not None:
             self._route_cache.exchange_changed(name)
 
@@ -271,6 +278,7 @@ class Topology:
             if binding.destination == ("queue", name):
                 self._remove(binding)
         del self._queues[name]
+        self._targets.pop(Destination("queue", name), None)
         if self._route_cache is not None:
             self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
 
@@ -303,6 +311,7 @@ class Topology:
         arguments = _arguments(arguments, "binding")
         frozen = _frozen(arguments)
         target = Destination(destination_type, destination)
+        target = self._targets.setdefault(target, target)
         return exchange, target, arguments, (source, target, routing_key, frozen)
 
     def bind(
@@ -409,12 +418,14 @@ class Topology:
             or not (headers is None or (type(headers) is dict and not headers))
         ):
             return self.route_message(exchange, routing_key, headers, properties=properties)
-        try:
-            found = cache.get(exchange, routing_key)
+        try:  # the cache's dict read inline: one Python call less on every route
+            kept = cache.entries.get((exchange, routing_key))
         except TypeError:  # unhashable: route_message names the bad value
             return self.route_message(exchange, routing_key, headers)
-        if found is not None:
-            return found
+        if kept is not None:
+            cache.hits += 1
+            return kept[0]
+        cache.misses += 1
         found = self._route_literal(exchange, routing_key)
         if found is not None:
             return found
@@ -444,9 +455,12 @@ class Topology:
         literal = getattr(kind, "literal_routes", None)
         if literal is None:
             return None
-        names = literal.names(routing_key)
-        if names is None:
-            return None
+        # `LiteralRoutes.names`, inlined where it is a plain read
+        names = literal.frozen.get(routing_key, EMPTY_NAMES)
+        if names is STALE or literal.exchange_keys:
+            names = literal.names(routing_key)
+            if names is None:
+                return None
         wild = kind.match_wildcards(routing_key)
         if wild:
             queues, exchanges = self._destinations.of(wild)

@@ -572,16 +572,19 @@ def _gather_part(side, used, ids, begin, stop, seen, stamp):
 
 
 @njit(cache=True)
-def route_shapes(data, key_offsets, shapes, entries, entry_ids, literal_keys, literal_ids,
-                 seen, stamp_box):
+def route_shapes(data, key_offsets, shapes, heads, entries, entry_ids, literal_keys,
+                 literal_ids, seen, stamp_box):
     """Where each key's destinations are, by pattern shape: the tuple space search of
     `xroute.engines.shapes`, in arrays (`xroute.engines.flat_shapes`). `write_shapes` then
     copies them out as (offsets int64[n + 1], ids int32).
 
     ``shapes`` is (min_words, exact, position_starts, positions) per shape; a position below
-    zero counts from the key's end. A key's entry in shape ``s`` is looked up in ``entries``
-    (laid out as the word table) by the bytes ``s`` (two bytes) then the key's words at the
-    shape's positions, each after a dot. ``literal_keys`` / ``literal_ids``: the exact-key
+    zero counts from the key's end. ``heads``, laid out as the word table, holds the literal
+    first words of the patterns while every pattern begins with one (else it is empty): a
+    key whose first word is not there matches no shape (NATS's subjects, none under
+    ``cloud``), so one probe replaces one per shape. A key's entry in shape ``s`` is looked
+    up in ``entries`` (laid out as the word table) by the bytes ``s`` (two bytes) then the
+    key's words at the shape's positions, each after a dot. ``literal_keys`` / ``literal_ids``: the exact-key
     table of the literal bindings; ``entry_ids`` and ``literal_ids`` are (starts, ids) of each
     entry's and each literal key's destinations.
 
@@ -607,6 +610,7 @@ def route_shapes(data, key_offsets, shapes, entries, entry_ids, literal_keys, li
     word_end = np.empty(257, dtype=np.int64)
     scratch = np.empty(520, dtype=np.uint8)
     has_literals = literal_keys[1].shape[0] > 1
+    check_heads = heads[1].shape[0] > 1
     stamp = stamp_box[0]
     for k in range(keys):
         begin = key_offsets[k]
@@ -626,8 +630,12 @@ def route_shapes(data, key_offsets, shapes, entries, entry_ids, literal_keys, li
         first = _EMPTY  # the first part: an entry, or -2 - a literal key
         several = False
         count = 0
+        first_shape = 0
+        if check_heads and (words == 0 or _word_id(data, word_begin[0], word_end[0],
+                                                   heads) == _EMPTY):
+            first_shape = shape_count  # the exact-key table alone
         # hot: `xroute bench engines --shapes` auto batches on EMQX and unicast
-        for s in range(shape_count + 1):
+        for s in range(first_shape, shape_count + 1):
             if s < shape_count:
                 if words < min_words[s] or (exact[s] and words != min_words[s]):
                     continue

@@ -50,6 +50,8 @@ class FlatShapes:
         self.entries, self.entry_ids = exact_key_table(names, found, numbering, kernel)
         self.literal_keys, self.literal_ids = exact_key_table(*literal.columns(), numbering,
                                                               kernel)
+        heads = index.heads() or []  # none: every shape is tried
+        self.heads = exact_key_table(heads, [()] * len(heads), numbering, kernel)[0]
         self._seen = np.zeros(max(numbering.values(), default=0) + 1, dtype=np.int64)
         self._stamp = np.zeros(1, dtype=np.int64)
         self._kernel = kernel
@@ -59,8 +61,8 @@ class FlatShapes:
         data, key_offsets = _utf8_buffers(keys)
         kernel = self._kernel
         offsets, single, side_start, side = kernel.route_shapes(
-            data, key_offsets, self.shapes, self.entries, self.entry_ids, self.literal_keys,
-            self.literal_ids, self._seen, self._stamp)
+            data, key_offsets, self.shapes, self.heads, self.entries, self.entry_ids,
+            self.literal_keys, self.literal_ids, self._seen, self._stamp)
         out = np.empty(offsets[-1], dtype=np.int32)
         kernel.write_shapes(offsets, single, side_start, side, self.entry_ids, self.literal_ids,
                             out)

@@ -247,6 +247,11 @@ class ShapeIndex:
             union = self._unions[together] = frozenset().union(*parts)
         return union
 
+    def heads(self) -> list[str] | None:
+        """The patterns' literal first words, or None if a pattern begins with ``*`` or ``#``
+        (then a key's first word rules out no shape)."""
+        return None if self._headless else list(self._heads)
+
     def shapes(self) -> list[_Shape]:
         """The shapes, for `xroute.engines.flat_shapes` (only while `usable`)."""
         return list(self._shapes.values())
