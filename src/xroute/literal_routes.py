@@ -33,8 +33,8 @@ class LiteralRoutes:
 
     def __init__(self) -> None:
         self._names = FrozenSets(FREEZE_NOW)
-        # Key -> its queue names' frozenset, or STALE (then `get`); read inline by `names`
-        # and `Topology.route`.
+        # Key -> its queue names' frozenset, or STALE (then `names` makes it); read inline
+        # by `Topology.route`.
         self.frozen = self._names.frozen
         # (key, queue) -> its literal bindings, kept only where there are two or more (the
         # same key and queue with other arguments is another binding, to the same queue)
@@ -70,7 +70,8 @@ class LiteralRoutes:
         else:
             del self._repeats[pair]
 
-    # hot: `Topology.route`, the first route of every key of a topic exchange (`--shapes`)
+    # `Topology.route` reads `frozen` itself and calls this only for a key frozen on read
+    # or while literal bindings lead to exchanges
     def names(self, key: str) -> frozenset[str] | None:
         """The queue names ``key``'s literal bindings lead to (empty if none); None if one of
         them leads to an exchange (the caller must walk)."""
