@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import TopicMatcher
+from xroute.bench.shapes import NATS_WILDCARDS
 from xroute.engines import auto
 from xroute.engines.shapes import MAX_SHAPES, ShapeIndex, shape_of
 from xroute.keys import split_words
@@ -144,7 +145,7 @@ def test_keys_whose_first_word_no_pattern_begins_with_match_nothing_at_once():
     """NATS's wildcards all begin with ``cloud``: a key beginning otherwise is answered
     without a lookup per shape, and a pattern beginning with '*' or '#', bound and then
     removed, turns that shortcut off and on again; every answer equals reference."""
-    patterns = ["cloud.#", "cloud.continuum.component.#", "cloud.*.*.router.*"]
+    patterns = list(NATS_WILDCARDS)
     keys = ["", "cloud", "api.imgr", "cloud.x.y.router.z", "cloud.continuum.component.a",
             "x.cloud", "auth.cloud.router"]
     index, expected = ShapeIndex(), TopicMatcher(engine="reference")
@@ -169,7 +170,7 @@ def test_the_shape_kernel_skips_shapes_by_first_word_and_stays_exact():
     """The shape kernel's first-word table (`FlatShapes.heads`): keys beginning with a word
     no pattern begins with still find their literal bindings; a pattern beginning with '*'
     or '#' empties the table, and its removal fills it again; every batch equals reference."""
-    patterns = ["cloud.#", "cloud.continuum.component.#", "cloud.*.*.router.*"]
+    patterns = list(NATS_WILDCARDS)
     literals = ["api.imgr", "cloud", "cloud.x.y.router.z", "auth"]
     keys = ["", "cloud", "api.imgr", "api", "cloud.x.y.router.z", "cloud.continuum.component.a",
             "x.cloud", "auth", "auth.cloud.router", "clouds.x"]

@@ -31,6 +31,17 @@ def _problem(text: Any) -> str | None:
     return None
 
 
+def arrow_keys_fit(keys: Any) -> bool:
+    """True if a pyarrow string array has no null and no key longer than `MAX_KEY_BYTES`
+    (Arrow text is UTF-8, so no other key could fail `check_routing_key`): the longest key
+    alone is compared, a per-key comparison only where this says no (it took twice as long)."""
+    import pyarrow.compute as pc
+
+    return not keys.null_count and (
+        not len(keys) or pc.max(pc.binary_length(keys)).as_py() <= MAX_KEY_BYTES
+    )
+
+
 def check_routing_key(key: Any) -> str:
     """Return ``key`` if it is a valid routing key, else raise `InvalidRoutingKey`."""
     problem = _problem(key)
