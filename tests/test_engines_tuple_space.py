@@ -188,3 +188,21 @@ def test_the_shape_kernel_skips_shapes_by_first_word_and_stays_exact():
         for matcher in (expected, actual):
             matcher.remove(headless, headless)
         assert_batches_equal(actual, keys, expected.match_many(keys))
+
+
+def test_patterns_alike_but_for_where_hash_stands_are_one_entry_counted_twice():
+    """``*.#`` and ``#.*`` (``a.*.#`` and ``a.#.*``) match the same keys and are one entry of
+    one shape: unbinding one of them must leave the other's answer."""
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    pairs = [("*.#", "q"), ("#.*", "q"), ("a.*.#", "q"), ("a.#.*", "q"), ("a.*.#", "r")]
+    probe = ["", "a", "a.b", "b.c.d"]
+    for matcher in (expected, actual):
+        for pattern, queue in pairs:
+            matcher.add(pattern, queue)
+    for pattern, queue in pairs:
+        for matcher in (expected, actual):
+            matcher.remove(pattern, queue)
+        truth = expected.match_many(probe)
+        assert [actual.match(key) for key in probe] == truth
+        assert_batches_equal(actual, probe, truth)
+    assert actual.stats()["auto_by_shape"]

@@ -134,7 +134,8 @@ def test_bad_input_still_raises_typed_errors_with_the_cache():
 
 literal_steps = st.lists(
     st.tuples(st.sampled_from(["bind", "unbind", "fan", "unfan"]),
-              st.sampled_from(["k", "k.x", "w.k"]), st.sampled_from(["q1", "q2", "e"]),
+              st.sampled_from(["k", "k.x", "w.k", "#", "k.*"]),
+              st.sampled_from(["q1", "q2", "e"]),
               st.sampled_from([None, {"a": 1}])),
     max_size=40)
 
@@ -145,9 +146,11 @@ def test_literal_routes_follow_repeats_fan_outs_and_exchange_bindings(steps):
     """A first route of a literal key (`xroute.literal_routes`, the `auto` engine's fast path)
     equals the uncached walk: the same key and queue bound twice with other arguments, one
     key bound to more queues than `FREEZE_NOW` and back below it ("fan"), a literal
-    exchange-to-exchange binding, a wildcard binding beside them."""
-    cached, plain = Topology(), Topology(route_cache=False)
-    for topology in (cached, plain):
+    exchange-to-exchange binding, a wildcard binding beside them, and catch-all bindings
+    (``#``) that take a destination's other wildcard bindings out of `auto`'s trie; all three
+    equal the reference engine's."""
+    cached, plain, truth = Topology(), Topology(route_cache=False), Topology("reference", False)
+    for topology in (cached, plain, truth):
         topology.declare_exchange("t", "topic")
         topology.declare_exchange("e", "fanout")
         topology.declare_queue("via-e")
@@ -155,17 +158,19 @@ def test_literal_routes_follow_repeats_fan_outs_and_exchange_bindings(steps):
         for i in range(80):
             topology.declare_queue(f"q{i}")
         topology.bind("t", "q0", "w.*")
-    keys = ["k", "k.x", "w.k", "k.y"]
+    keys = ["k", "k.x", "w.k", "k.y", "#", "z"]
     for operation, key, destination, arguments in [("bind", "k", "q1", None), *steps]:
         kind = "exchange" if destination == "e" else "queue"
         changes = [(operation, destination)]
         if operation in ("fan", "unfan"):
             changes = [(operation[:-3] + "bind", f"q{i}") for i in range(10, 80)]
-        for topology in (cached, plain):
+        for topology in (cached, plain, truth):
             for change, name in changes:
                 try:
                     getattr(topology, change)("t", name, key, arguments, kind)
                 except XRouteError:
                     pass  # the same on both: the routes below are compared
-        assert [cached.route("t", k) for k in keys] == [plain.route("t", k) for k in keys]
-        assert [cached.route("t", k) for k in keys] == [plain.route("t", k) for k in keys]
+        expected = [truth.route("t", k) for k in keys]
+        assert [cached.route("t", k) for k in keys] == expected
+        assert [cached.route("t", k) for k in keys] == expected
+        assert [plain.route("t", k) for k in keys] == expected

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from xroute.engines.base import EMPTY, Words, register
+from xroute.engines.catch_all import CatchAllShadow, is_catch_all
 from xroute.engines.compiled import BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
@@ -118,26 +119,64 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._shapes = ShapeIndex()
         self._by_shape: Any = self._shapes.matcher()
         self._flat_shapes: FlatShapes | None = None  # the shape kernel's arrays, if current
+        # The wildcard bindings of destinations bound with '#' are kept out of all of them
+        # (xroute.engines.catch_all): such a destination is in every answer already.
+        self._shadow: CatchAllShadow | None = CatchAllShadow()
 
     def add(self, words: Words, destination: Hashable) -> None:
+        shadow = self._shadow
         if is_literal(words):
             self._literal.add(".".join(words), destination)
             self._flat = None
+        elif shadow is None:
+            self._add_wildcard(words, destination)
+        elif is_catch_all(words):
+            self._add_wildcard(words, destination)
+            # Covered from now on: its other wildcard bindings leave the trie and the shapes.
+            self._move(shadow.bind_catch_all(destination), destination, self._remove_wildcard)
+        elif shadow.bind(words, destination):
+            return  # shadowed by a catch-all binding of the destination: no answer changes
         else:
-            super().add(words, destination)
-            self._shapes.add(words, destination)
-            self._by_shape = self._shapes.matcher()
+            self._add_wildcard(words, destination)
         self._changed()
 
     def remove(self, words: Words, destination: Hashable) -> None:
+        shadow = self._shadow
         if is_literal(words):
             self._literal.remove(".".join(words), destination)
             self._flat = None
+        elif shadow is None:
+            self._remove_wildcard(words, destination)
+        elif is_catch_all(words):
+            self._remove_wildcard(words, destination)
+            self._move(shadow.unbind_catch_all(destination), destination, self._add_wildcard)
+        elif shadow.unbind(words, destination):
+            return  # it was shadowed: no answer changes
         else:
-            super().remove(words, destination)
-            self._shapes.remove(words, destination)
-            self._by_shape = self._shapes.matcher()
+            self._remove_wildcard(words, destination)
         self._changed()
+
+    def destinations_not_shared(self) -> None:
+        """Told by `TopicMatcher` (before any binding) that every binding has a destination of
+        its own (a topology's `Binding` objects): no catch-all can shadow another binding, so
+        no per-destination index of patterns is kept (about 100 bytes a wildcard binding)."""
+        self._shadow = None
+
+    def _add_wildcard(self, words: Words, destination: Hashable) -> None:
+        super().add(words, destination)
+        self._shapes.add(words, destination)
+
+    def _remove_wildcard(self, words: Words, destination: Hashable) -> None:
+        super().remove(words, destination)
+        self._shapes.remove(words, destination)
+
+    def _move(self, patterns: list[Words], destination: Hashable, how: Any) -> None:
+        """Put a destination's shadowed ``patterns`` into, or take them out of, the trie and
+        the shapes (``how``). Many at once drop the DFA first: each change would scan it."""
+        if len(patterns) > 16 and self._states:
+            self._reset(full=False)
+        for words in patterns:
+            how(words, destination)
 
     # hot: `xroute bench engines --paths` auto match (a hit is one dict lookup; a miss pays
     # the memo's upkeep inline, since a method call per miss cost 10% of a warm DFA walk)
@@ -266,6 +305,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             "auto_memo_paused": bool(self._memo_resume_at),
             **self._literal.stats(),
             **self._shapes.stats(),
+            **(self._shadow.stats() if self._shadow is not None else {}),
             "auto_by_shape": self._by_shape is not None,
         }
 
@@ -315,6 +355,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         return memo
 
     def _changed(self) -> None:
+        self._by_shape = self._shapes.matcher()
         self._batch_keys_since_change = 0
         self._flat_shapes = None
         if self._memo:

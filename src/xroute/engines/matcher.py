@@ -37,13 +37,23 @@ class TopicMatcher:
     on for engines that walk the trie per key and off for those that already remember per key
     or per state (``dfa``, ``bitmap``, ``auto``): see docs/engines.md.
 
+    ``shared_destinations=False`` says that no two bindings will share a destination (a
+    topology binds each `Binding` object): ``auto`` then keeps no index of each destination's
+    patterns, which it uses to leave out the other bindings of a destination bound with ``#``.
+
     >>> m = TopicMatcher()
     >>> m.add("floor_1.#", "q1")
     >>> sorted(m.match("floor_1.bedroom.temperature"))
     ['q1']
     """
 
-    def __init__(self, engine: str = DEFAULT_ENGINE, cache: bool | None = None) -> None:
+    def __init__(
+        self,
+        engine: str = DEFAULT_ENGINE,
+        cache: bool | None = None,
+        *,
+        shared_destinations: bool = True,
+    ) -> None:
         try:
             self._engine = ENGINES[engine]()
         except (KeyError, TypeError):
@@ -69,6 +79,8 @@ class TopicMatcher:
         self._ids_kept = hook is not None
         if hook is not None:
             hook(self._id_of)
+        if not shared_destinations:
+            getattr(self._engine, "destinations_not_shared", lambda: None)()
 
     @property
     def engine(self) -> str:

@@ -110,7 +110,7 @@ class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
     __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans", "_heads",
-                 "_headless")
+                 "_headless", "_copies")
 
     def __init__(self) -> None:
         self._shapes: dict[tuple[int, bool, tuple[int, ...]], _Shape] = {}
@@ -127,6 +127,10 @@ class ShapeIndex:
         # its subjects never do): one lookup instead of one per shape.
         self._heads: dict[str, int] = {}
         self._headless = 0
+        # Patterns that differ only in where '#' stands among '*'s (``*.#`` and ``#.*``) are
+        # one entry of one shape: (shape, literal words, destination) -> the other patterns
+        # bound alike, so that removing one of them leaves the entry.
+        self._copies: dict[tuple[Any, Any, Hashable], int] = {}
 
     @property
     def usable(self) -> bool:
@@ -146,7 +150,12 @@ class ShapeIndex:
                 self._by_length.setdefault(shape.min_words, []).append(shape)
             else:
                 self._open.append(shape)
-        shape.entries.add(shape.take(words), destination)
+        literal = shape.take(words)
+        if destination in shape.entries.members(literal):
+            entry = (key, literal, destination)
+            self._copies[entry] = self._copies.get(entry, 0) + 1
+        else:
+            shape.entries.add(literal, destination)
         self._unions.clear()
         self._plans.clear()
         if shape.positions[:1] == (0,):
@@ -161,7 +170,13 @@ class ShapeIndex:
             self._unshaped -= 1
             return
         shape = self._shapes[key]
-        shape.entries.remove(shape.take(words), destination)
+        literal = shape.take(words)
+        entry = (key, literal, destination)
+        copies = self._copies.pop(entry, 0)
+        if copies > 1:
+            self._copies[entry] = copies - 1
+        elif not copies:
+            shape.entries.remove(literal, destination)
         self._unions.clear()
         self._plans.clear()
         if shape.positions[:1] == (0,):

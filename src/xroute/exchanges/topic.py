@@ -25,7 +25,8 @@ class TopicExchange:
     type_name = "topic"
 
     def __init__(self, engine: str, profile: Profile = DEFAULT_PROFILE) -> None:
-        self.matcher = TopicMatcher(engine=engine)
+        # Each binding is its own destination: no binding can shadow another's.
+        self.matcher = TopicMatcher(engine=engine, shared_destinations=False)
         self.max_hash_words = profile.max_hash_words
         # An engine that keeps literal bindings apart (``auto``) can match the wildcard ones
         # alone: the literal ones' queue names are then counted here, by key, and

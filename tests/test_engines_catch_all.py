@@ -1,0 +1,112 @@
+"""`auto` keeps the wildcard bindings of a destination bound with a catch-all (``#``, ``#.#``)
+out of its trie, shapes and kernels (`xroute.engines.catch_all`): every answer stays equal to
+`reference` through binds and unbinds that cover and uncover destinations, on single keys,
+sets and id batches, and the bindings really leave the trie."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xroute import TopicMatcher
+from xroute.engines.catch_all import is_catch_all
+from xroute.keys import split_words
+from tests.strategies import keys, patterns
+from tests.test_engines_tuple_space import assert_batches_equal
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+# Catch-alls often, beside the shared strategy's patterns (literal, '*', '#', empty words).
+some_patterns = st.one_of(st.sampled_from(["#", "#.#", "#", "*.#", "#.*"]), patterns)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), some_patterns, st.sampled_from(["q1", "q2", "q3"])),
+        st.tuples(st.just("remove"), st.integers(0, 30)),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+def shadowed(live: list[tuple[str, str]]) -> int:
+    """How many live bindings a catch-all of their destination makes redundant: the wildcard
+    ones that are not catch-alls themselves."""
+    covered = {queue for pattern, queue in live if is_catch_all(split_words(pattern))}
+    return sum(
+        1 for pattern, queue in live
+        if queue in covered and not is_catch_all(words := split_words(pattern))
+        and ("*" in words or "#" in words)
+    )
+
+
+@SETTINGS
+@given(ops=operations, probe=st.lists(keys, min_size=1, max_size=10))
+def test_auto_with_catch_all_destinations_equals_reference(ops, probe):
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    live: list[tuple[str, str]] = []
+    for op in ops:
+        if op[0] == "add":
+            _, pattern, queue = op
+            expected.add(pattern, queue)
+            actual.add(pattern, queue)
+            if (pattern, queue) not in live:
+                live.append((pattern, queue))
+        elif live:
+            pattern, queue = live.pop(op[1] % len(live))
+            expected.remove(pattern, queue)
+            actual.remove(pattern, queue)
+        truth = expected.match_many(probe)
+        assert [actual.match(key) for key in probe] == truth, f"bindings {live!r}"
+        assert actual.match_many(probe) == truth
+        assert_batches_equal(actual, probe, truth)
+        assert actual.stats()["shadowed_bindings"] == shadowed(live)
+
+
+def test_a_catch_all_takes_its_destinations_other_bindings_out_of_the_trie_until_it_goes():
+    specific = [f"w{i}.*.w{i + 1}.#" for i in range(200)] + [f"*.w{i}" for i in range(200)]
+    key_list = ["w3.x.w4.y", "x.w7", "nothing.here", "", "w3"]
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    for matcher in (expected, actual):
+        for pattern in specific:
+            matcher.add(pattern, "audit")
+        matcher.add("w1.*", "other")
+    alone = actual.stats()["nodes"]
+    for step in ("#", "#.#", "-#", "-#.#"):
+        for matcher in (expected, actual):
+            (matcher.remove if step[0] == "-" else matcher.add)(step.lstrip("-"), "audit")
+        truth = expected.match_many(key_list)
+        assert [actual.match(key) for key in key_list] == truth
+        assert_batches_equal(actual, key_list, truth)
+        stats = actual.stats()
+        if step == "-#.#":  # the last catch-all went: every pattern is back in the trie
+            assert stats["shadowed_bindings"] == 0
+            assert stats["nodes"] == alone
+        else:  # the root, '#', '#.#' and "w1.*": not 400 patterns
+            assert stats["shadowed_bindings"] == 400
+            assert stats["nodes"] < 10
+    # Bound and unbound while covered, they never enter the trie.
+    for matcher in (expected, actual):
+        matcher.add("#", "audit")
+        matcher.add("zz.*", "audit")
+        matcher.remove("w3.*.w4.#", "audit")
+    assert actual.stats()["shadowed_bindings"] == 400
+    for matcher in (expected, actual):
+        matcher.remove("#", "audit")
+    assert [actual.match(key) for key in key_list + ["zz.a", "w3.x.w4"]] == expected.match_many(
+        key_list + ["zz.a", "w3.x.w4"])
+
+
+def test_a_matcher_whose_destinations_are_not_shared_keeps_every_binding_in_its_trie():
+    """A topology's matcher binds each `Binding` object (no destination is shared): no index
+    of patterns per destination is kept, and every answer is exact."""
+    bindings = [("#", "q1"), ("a.*", "q1"), ("a.#", "q2"), ("#.b", "q2")]
+    expected = TopicMatcher(engine="reference")
+    actual = TopicMatcher(engine="auto", shared_destinations=False)
+    for matcher in (expected, actual):
+        for pattern, queue in bindings:
+            matcher.add(pattern, queue)
+    probe = ["", "a", "a.b", "c.b", "a.c.d"]
+    assert [actual.match(key) for key in probe] == expected.match_many(probe)
+    assert_batches_equal(actual, probe, expected.match_many(probe))
+    assert "shadowed_bindings" not in actual.stats()
+    assert actual.stats()["nodes"] == 6  # the root, "#", "a", "a.*", "a.#", "#.b"
