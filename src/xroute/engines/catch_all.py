@@ -37,10 +37,6 @@ class CatchAllShadow:
         # destinations of device-like bindings have one (a set is 216 bytes), else a set
         self._wildcards: dict[Hashable, str | set[str]] = {}
 
-    def covers(self, destination: Hashable) -> bool:
-        """True if ``destination`` is bound with a catch-all pattern."""
-        return destination in self._catch_alls
-
     def bind_catch_all(self, destination: Hashable) -> list[Words]:
         """Count a catch-all binding; the destination's other wildcard patterns if it was not
         covered before (they leave the caller's matcher now)."""
@@ -64,7 +60,7 @@ class CatchAllShadow:
         held = self._wildcards.get(destination)
         if held is None:
             self._wildcards[destination] = pattern
-        elif held.__class__ is str:
+        elif isinstance(held, str):
             self._wildcards[destination] = {held, pattern}
         else:
             held.add(pattern)
@@ -73,7 +69,7 @@ class CatchAllShadow:
     def unbind(self, words: Words, destination: Hashable) -> bool:
         """Forget a wildcard binding that is not catch-all; True if it was shadowed."""
         held = self._wildcards[destination]
-        if held.__class__ is str:
+        if isinstance(held, str):
             del self._wildcards[destination]
         else:
             held.discard(".".join(words))
@@ -88,7 +84,7 @@ class CatchAllShadow:
 
     def _held(self, destination: Hashable) -> set[str] | tuple[str, ...]:
         held = self._wildcards.get(destination, ())
-        return (held,) if held.__class__ is str else held
+        return (held,) if isinstance(held, str) else held
 
     def _patterns(self, destination: Hashable) -> list[Words]:
         return [tuple(pattern.split(".")) for pattern in self._held(destination)]
