@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from xroute import TopicMatcher
 from xroute.engines.catch_all import is_catch_all
 from xroute.keys import split_words
-from tests.strategies import keys, patterns
+from tests.strategies import apply_binding_step, keys, patterns
 from tests.test_engines_tuple_space import assert_batches_equal
 
 SETTINGS = settings(max_examples=150, deadline=None)
@@ -45,16 +45,7 @@ def test_auto_with_catch_all_destinations_equals_reference(ops, probe):
     expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
     live: list[tuple[str, str]] = []
     for op in ops:
-        if op[0] == "add":
-            _, pattern, queue = op
-            expected.add(pattern, queue)
-            actual.add(pattern, queue)
-            if (pattern, queue) not in live:
-                live.append((pattern, queue))
-        elif live:
-            pattern, queue = live.pop(op[1] % len(live))
-            expected.remove(pattern, queue)
-            actual.remove(pattern, queue)
+        apply_binding_step(op, [expected, actual], live)
         truth = expected.match_many(probe)
         assert [actual.match(key) for key in probe] == truth, f"bindings {live!r}"
         assert actual.match_many(probe) == truth

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import InvalidPattern, TopicMatcher
-from tests.strategies import bindings, destinations, keys, patterns
+from tests.strategies import apply_binding_step, bindings, destinations, keys, patterns
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -54,17 +54,8 @@ def test_engine_equals_reference_through_adds_and_removes(engine, ops):
     expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine=engine)
     live: list[tuple[str, str]] = []
     for op in ops:
-        if op[0] == "add":
-            _, pattern, destination = op
-            expected.add(pattern, destination)
-            actual.add(pattern, destination)
-            if (pattern, destination) not in live:
-                live.append((pattern, destination))
-        elif op[0] == "remove" and live:
-            pattern, destination = live.pop(op[1] % len(live))
-            expected.remove(pattern, destination)
-            actual.remove(pattern, destination)
-        elif op[0] == "match":
+        apply_binding_step(op, [expected, actual], live)
+        if op[0] == "match":
             assert actual.match(op[1]) == expected.match(op[1]), (
                 f"engine {engine}: bindings {live!r}, key {op[1]!r}"
             )

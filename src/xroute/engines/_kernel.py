@@ -584,9 +584,9 @@ def route_shapes(data, key_offsets, shapes, heads, entries, entry_ids, literal_k
     key whose first word is not there matches no shape (NATS's subjects, none under
     ``cloud``), so one probe replaces one per shape. A key's entry in shape ``s`` is looked
     up in ``entries`` (laid out as the word table) by the bytes ``s`` (two bytes) then the
-    key's words at the shape's positions, each after a dot. ``literal_keys`` / ``literal_ids``: the exact-key
-    table of the literal bindings; ``entry_ids`` and ``literal_ids`` are (starts, ids) of each
-    entry's and each literal key's destinations.
+    key's words at the shape's positions, each after a dot. ``literal_keys`` and
+    ``literal_ids``: the exact-key table of the literal bindings; ``entry_ids`` and
+    ``literal_ids`` are (starts, ids) of each entry's and each literal key's destinations.
 
     Two passes, as `route_batch`: this one finds each key's parts; a key of one part (the
     usual case) is copied from it by `write_shapes`, into an array of exactly the right size;

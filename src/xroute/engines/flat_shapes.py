@@ -5,8 +5,9 @@ kernel `route_shapes`.
 A key then costs, per shape its length fits, one copy of its words at the shape's positions and
 one hash probe, plus one probe of the exact-key table: no trie to flatten and no walk of its
 words. While every wildcard pattern begins with a literal word, a key whose first word none
-begins with skips the shapes (`heads`, one probe). EMQX's 80k ``device.{s}.*.{n}.#`` filters are one shape, so a 10-word key is one probe,
-where the trie walk read five words and the lazy DFA could save nothing (every key is new).
+begins with skips the shapes (`heads`, one probe). EMQX's 80k ``device.{s}.*.{n}.#`` filters
+are one shape, so a 10-word key is one probe, where the trie walk read five words and the lazy
+DFA could save nothing (every key is new).
 """
 
 from __future__ import annotations
