@@ -51,8 +51,10 @@ def test_same_binding_twice_is_one_binding(matcher):
     matcher.add("a.*", "q")
     matcher.add("a.*", "q")
     assert len(matcher) == 1
+    assert matcher.has("a.*", "q") and not matcher.has("a.*", "r") and not matcher.has("a", "q")
     matcher.remove("a.*", "q")
     assert len(matcher) == 0
+    assert not matcher.has("a.*", "q")
     assert matcher.match("a.b") == frozenset()
 
 

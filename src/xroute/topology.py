@@ -438,7 +438,8 @@ class Topology:
     def _route_literal(self, exchange: str, routing_key: str) -> frozenset[str] | None:
         """The first route of a message without headers through a topic exchange whose
         engine keeps literal bindings apart (``auto``): the literal bindings' queue names by
-        key (`xroute.literal_routes`) united with the wildcard bindings' (one set per DFA
+        key (`xroute.literal_routes`) united with the wildcard bindings' (matched by queue
+        where queues are bound with '#', `xroute.wildcard_queues`; else one set per DFA
         state, `xroute.destinations`), and cached. None where the full walk is needed: an
         exchange-to-exchange binding matched, an alternate exchange is to be used, a key
         that is not a plain short string (the walk validates it), another exchange type."""
@@ -461,12 +462,19 @@ class Topology:
             names = literal.names(routing_key)
             if names is None:
                 return None
-        wild = kind.match_wildcards(routing_key)
-        if wild:
-            queues, exchanges = self._destinations.of(wild)
-            if exchanges:
-                return None
-            names = names | queues if names else queues
+        by_queue = kind.wildcard_queues
+        if by_queue is not None and not by_queue.exchange_bindings:
+            # queues bound with '#' keep their other bindings out (`xroute.wildcard_queues`)
+            queues = by_queue.match(routing_key)
+            if queues:
+                names = names | queues if names else queues
+        else:
+            wild = kind.match_wildcards(routing_key)
+            if wild:
+                queues, exchanges = self._destinations.of(wild)
+                if exchanges:
+                    return None
+                names = names | queues if names else queues
         alternate = start.alternate_exchange
         if alternate is None:
             through: tuple[str, ...] = (exchange,)

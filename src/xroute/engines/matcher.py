@@ -117,6 +117,10 @@ class TopicMatcher:
         if self._cache is not None:
             self._cache.removed(words, destination)
 
+    def has(self, pattern: str, destination: Hashable) -> bool:
+        """Whether ``pattern`` is bound to ``destination``."""
+        return (pattern, _hashable(destination)) in self._bindings
+
     def match(self, key: str) -> frozenset:
         """The destinations whose patterns match the routing ``key``."""
         check_routing_key(key)

@@ -7,12 +7,14 @@ from typing import Any
 
 from xroute.engines import TopicMatcher
 from xroute.errors import PreconditionFailed
+from xroute.engines.catch_all import is_catch_all
 from xroute.engines.literal import is_literal
 from xroute.engines.reference import pattern_matches
 from xroute.keys import check_pattern, is_short_key, split_words
 from xroute.literal_routes import LiteralRoutes
 from xroute.model import Binding
 from xroute.profiles import DEFAULT_PROFILE, Profile
+from xroute.wildcard_queues import WildcardQueues
 
 
 class TopicExchange:
@@ -25,6 +27,7 @@ class TopicExchange:
     type_name = "topic"
 
     def __init__(self, engine: str, profile: Profile = DEFAULT_PROFILE) -> None:
+        self._engine = engine
         # Each binding is its own destination: no binding can shadow another's.
         self.matcher = TopicMatcher(engine=engine, shared_destinations=False)
         self.max_hash_words = profile.max_hash_words
@@ -34,6 +37,9 @@ class TopicExchange:
         # The function is asked again after each wildcard binding change (it may change).
         self.match_wildcards = self.matcher.wildcard_matcher()
         self.literal_routes = LiteralRoutes() if self.match_wildcards is not None else None
+        # The wildcard bindings by queue name, from the first queue bound with '#' on
+        # (`xroute.wildcard_queues`): there such a queue's other bindings leave the trie.
+        self.wildcard_queues: WildcardQueues | None = None
 
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
         check_pattern(routing_key)
@@ -47,21 +53,33 @@ class TopicExchange:
 
     def bind(self, binding: Binding) -> None:
         self.matcher.add(binding.routing_key, binding)
-        if self.literal_routes is not None:
-            if _is_literal(binding.routing_key):
-                kind, name = binding.destination
-                self.literal_routes.add(binding.routing_key, kind, name)
-            else:
-                self.match_wildcards = self.matcher.wildcard_matcher()
+        if self.literal_routes is None:
+            return
+        kind, name = binding.destination
+        words = split_words(binding.routing_key)
+        if is_literal(words):
+            self.literal_routes.add(binding.routing_key, kind, name)
+            return
+        self.match_wildcards = self.matcher.wildcard_matcher()
+        if self.wildcard_queues is not None:
+            self.wildcard_queues.add(binding.routing_key, kind, name)
+        elif kind == "queue" and is_catch_all(words):
+            self.wildcard_queues = WildcardQueues(self._engine)
+            for pattern, bound in self.matcher.bindings():
+                if not _is_literal(pattern):
+                    self.wildcard_queues.add(pattern, *bound.destination)
 
     def unbind(self, binding: Binding) -> None:
         self.matcher.remove(binding.routing_key, binding)
-        if self.literal_routes is not None:
-            if _is_literal(binding.routing_key):
-                kind, name = binding.destination
-                self.literal_routes.remove(binding.routing_key, kind, name)
-            else:
-                self.match_wildcards = self.matcher.wildcard_matcher()
+        if self.literal_routes is None:
+            return
+        kind, name = binding.destination
+        if _is_literal(binding.routing_key):
+            self.literal_routes.remove(binding.routing_key, kind, name)
+            return
+        self.match_wildcards = self.matcher.wildcard_matcher()
+        if self.wildcard_queues is not None:
+            self.wildcard_queues.remove(binding.routing_key, kind, name)
 
     @property
     def shares_results(self) -> bool:

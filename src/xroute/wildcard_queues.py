@@ -1,0 +1,73 @@
+"""Queue names of a topic exchange's wildcard bindings, matched by queue: the first route of a
+key on an exchange where queues are bound with ``#``.
+
+A topic exchange's own matcher binds `Binding` objects, one destination each, so that a route
+tells which bindings matched (hit counts, `xroute explain`). No binding there can stand in for
+another. But a queue bound with ``#`` (or ``#.#``) is in every route, and its other wildcard
+bindings then change no route: the ``auto`` engine, matching queue names, keeps them out of
+its trie, DFA and shapes (`xroute.engines.catch_all`). On the seed articles' mix at 100k
+bindings every queue has such a binding: a first route walked about 600 bindings to find 100
+queues, where this index walks the ``#`` bindings and one shape.
+
+So `Topology.route`'s first route of a key (`Topology._route_literal`) asks this index for the
+wildcard bindings' queue names, beside `xroute.literal_routes` for the literal ones. The
+exchange makes it on its first wildcard binding of a queue with a catch-all pattern, from the
+bindings it has, and keeps it from then on (a toggled ``#`` binding must not rebuild it);
+without such a binding it would only double the wildcard bindings' memory. While a wildcard
+binding leads to an exchange, the route takes the full walk (`exchange_bindings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xroute.engines import TopicMatcher
+
+
+class WildcardQueues:
+    """The wildcard bindings of one topic exchange, by queue name."""
+
+    __slots__ = ("_matcher", "_repeats", "exchange_bindings", "match")
+
+    def __init__(self, engine: str) -> None:
+        self._matcher = TopicMatcher(engine=engine)
+        # (pattern, queue) -> its bindings, kept only where there are two or more (the same
+        # pattern and queue with other arguments is another binding, to the same queue)
+        self._repeats: dict[tuple[str, str], int] = {}
+        #: Wildcard bindings to exchanges: while there is one, the route takes the full walk.
+        self.exchange_bindings = 0
+        #: A valid routing key -> the queue names of the wildcard bindings that match it (one
+        #: frozenset of str). Read inline by `Topology._route_literal`; replaced on change.
+        self.match: Callable[[str], frozenset[str]] = self._current()
+
+    def add(self, pattern: str, kind: str, name: str) -> None:
+        """A wildcard binding of ``pattern`` to destination (``kind``, ``name``) was made."""
+        if kind != "queue":
+            self.exchange_bindings += 1
+            return
+        pair = (pattern, name)
+        if self._repeats.get(pair) or self._matcher.has(pattern, name):
+            self._repeats[pair] = self._repeats.get(pair, 1) + 1
+            return
+        self._matcher.add(pattern, name)
+        self.match = self._current()
+
+    def remove(self, pattern: str, kind: str, name: str) -> None:
+        """A wildcard binding of ``pattern`` to (``kind``, ``name``), made before, was removed."""
+        if kind != "queue":
+            self.exchange_bindings -= 1
+            return
+        pair = (pattern, name)
+        repeats = self._repeats.get(pair)
+        if repeats is None:
+            self._matcher.remove(pattern, name)
+            self.match = self._current()
+        elif repeats > 2:
+            self._repeats[pair] = repeats - 1
+        else:
+            del self._repeats[pair]
+
+    def _current(self) -> Callable[[str], frozenset[str]]:
+        # The exchange makes this index only over an engine that splits literal bindings off
+        # (``auto``): its wildcard function, valid until the next change.
+        return self._matcher.wildcard_matcher()  # type: ignore[return-value]
