@@ -18,6 +18,7 @@ from xroute.engines.bitmap import BitmapEngine
 from xroute.engines.cache import ROUTE_CACHE_MAX, RouteCache
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.reference import ReferenceEngine
+from xroute.engines.trie import step, step_labelled, step_unlabelled
 from xroute.keys import split_words
 from tests.strategies import bindings, keys
 
@@ -290,6 +291,22 @@ def test_dfa_finds_doomed_states_by_scan_until_bindings_churn():
         assert engine.match(key) == reference.match(key), key
 
 
+@settings(max_examples=150, deadline=None)
+@given(bindings, keys, keys)
+def test_a_step_is_the_unlabelled_step_united_with_the_labelled_one(bound, prefix, key):
+    # The DFA builds its transitions from these two parts (`DfaEngine._advance`); a union
+    # missing a node, or a chain of '#' children, would route some key wrong.
+    engine = DfaEngine()
+    for pattern, destination in dict.fromkeys(bound):  # each binding once, as TopicMatcher does
+        engine.add(split_words(pattern), destination)
+    live = engine.live_nodes(split_words(prefix))
+    for word in split_words(key):
+        parents = engine._parents.get(word, set())
+        together = step_unlabelled(live) | step_labelled(frozenset(live), parents, word)
+        assert together == step(live, word)
+        live = together
+
+
 def test_dfa_vocabulary_follows_bindings():
     engine = DfaEngine()
     engine.add(split_words("a.*"), "q1")
@@ -298,7 +315,7 @@ def test_dfa_vocabulary_follows_bindings():
     assert engine.match("zz.b") == {"q2"}
     engine.remove(split_words("zz.b"), "q2")
     assert engine.match("zz.b") == set()
-    assert engine._vocabulary == {"a": 1}
+    assert engine._parents == {"a": {engine._root}}  # 'zz' and 'b' left with their edges
 
 
 # -- bitmap -------------------------------------------------------------------------------

@@ -13,13 +13,13 @@ HASH = "#"
 
 # Each character is at most 4 UTF-8 bytes, so a key this short cannot exceed the limit
 # and the hot path skips the encode.
-_ALWAYS_SHORT = MAX_KEY_BYTES // 4
+ALWAYS_SHORT = MAX_KEY_BYTES // 4
 
 
 def _problem(text: Any) -> str | None:
     if not isinstance(text, str):
         return f"expected str, got {type(text).__name__}"
-    if len(text) <= _ALWAYS_SHORT:
+    if len(text) <= ALWAYS_SHORT:
         if text.isascii():
             return None
     try:

@@ -30,7 +30,7 @@ from xroute.exchanges import (
 )
 from xroute.exchanges.recent_history import RecordedMessage
 from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
-from xroute.keys import _ALWAYS_SHORT, check_pattern, check_routing_key
+from xroute.keys import ALWAYS_SHORT, check_pattern, check_routing_key
 from xroute.literal_routes import EMPTY_NAMES
 from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
 from xroute.profiles import Profile, profile
@@ -447,7 +447,7 @@ class Topology:
         if (
             start is None
             or type(routing_key) is not str
-            or len(routing_key) > _ALWAYS_SHORT
+            or len(routing_key) > ALWAYS_SHORT
             or not routing_key.isascii()
             or start.internal
         ):

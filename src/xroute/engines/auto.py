@@ -196,11 +196,13 @@ class AutoEngine(BatchKernel, DfaEngine):
         else:
             state = self._start or self._make_start()
             if key:
-                dead = self._dead
+                dead, parents = self._dead, self._parents
                 for word in key.split("."):
                     following = state.next.get(word)
                     if following is None:
-                        following = self._advance(state, word)
+                        # a word of no pattern: the state's unlabelled transition, if made
+                        following = (word not in parents and state.other
+                                     or self._advance(state, word))
                     if following is dead:
                         state = dead
                         break
@@ -239,11 +241,13 @@ class AutoEngine(BatchKernel, DfaEngine):
             return self._literal.combine(key, DfaEngine.match(self, key))
         state = self._start or self._make_start()
         if key:
-            dead = self._dead
+            dead, parents = self._dead, self._parents
             for word in key.split("."):
                 following = state.next.get(word)
                 if following is None:
-                    following = self._advance(state, word)
+                    # a word of no pattern: the state's unlabelled transition, if made
+                    following = (word not in parents and state.other
+                                 or self._advance(state, word))
                 if following is dead:
                     return self._literal.combine(key, EMPTY)
                 state = following

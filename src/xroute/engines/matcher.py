@@ -19,6 +19,7 @@ from xroute.errors import (
     short_repr,
 )
 from xroute.keys import (
+    ALWAYS_SHORT,
     MAX_KEY_BYTES,
     arrow_keys_fit,
     check_pattern,
@@ -123,7 +124,9 @@ class TopicMatcher:
 
     def match(self, key: str) -> frozenset:
         """The destinations whose patterns match the routing ``key``."""
-        check_routing_key(key)
+        # A short ASCII str needs no more checking (`xroute.keys`): two calls less a match.
+        if key.__class__ is not str or len(key) > ALWAYS_SHORT or not key.isascii():
+            check_routing_key(key)
         cache = self._cache
         if cache is None:
             return self._engine.match(key)

@@ -133,6 +133,32 @@ def step(live: set[Node], word: str) -> set[Node]:
     return advanced
 
 
+def step_unlabelled(live: frozenset[Node] | set[Node]) -> set[Node]:
+    """The live nodes after a word that labels no literal edge of ``live``: what `step` gives
+    for such a word, without looking the word up (``*`` children and ``#`` nodes only)."""
+    advanced: set[Node] = set()
+    enter = advanced.add
+    for node in live:
+        for child in (node.star, node if node.is_hash else None):
+            if child is not None and child not in advanced:
+                enter(child)
+                if child.hash is not None:
+                    _with_hash_chain(child.hash, advanced)
+    return advanced
+
+
+def step_labelled(live: frozenset[Node], parents: set[Node], word: str) -> set[Node]:
+    """The nodes that ``live`` enters along the literal edges labelled ``word``, with their
+    ``#`` chains; ``parents`` holds every node with such an edge. ``step(live, word)`` is this
+    united with `step_unlabelled` (the union is the same set, whatever the order)."""
+    entered: set[Node] = set()
+    for parent in live.intersection(parents):  # C: over the smaller of the two
+        kids = parent.children
+        child = kids[1] if kids.__class__ is tuple else kids[word]
+        _with_hash_chain(child, entered)
+    return entered
+
+
 @register
 class TrieEngine:
     """Bindings in a word trie; a route walks every live node in step with the key's words."""
