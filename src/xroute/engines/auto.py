@@ -98,6 +98,7 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     name = "auto"
     route_cache_default = False  # the memo is the route cache, dropped on change at no cost
+    small_state = 0  # its trie holds wildcard patterns only: see `dfa.DFA_SMALL_STATE`
 
     def __init__(self) -> None:
         super().__init__()
@@ -187,13 +188,13 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._memo_hits += 1
             return found
         # The DFA walk of `DfaEngine.match`, inlined: a second Python call per miss cost as
-        # much as the memo's whole upkeep.
-        self._matches += 1
+        # much as the memo's whole upkeep. (Walks are counted for the DFA's own bounds.)
         if self._by_shape is not None:
             found = self._by_shape(key)
         elif self._bypass:
             found = DfaEngine.match(self, key)
         else:
+            self._matches += 1
             state = self._start or self._make_start()
             if key:
                 dead, parents = self._dead, self._parents

@@ -39,7 +39,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from xroute.engines.base import EMPTY, Words, register
-from xroute.engines.trie import Node, TrieEngine, step_labelled, step_unlabelled
+from xroute.engines.trie import Node, TrieEngine, step, step_labelled, step_unlabelled
 from xroute.keys import HASH, STAR
 
 # RabbitMQ measured its DFA as fastest per message but found its memory the problem (seed 002).
@@ -57,6 +57,12 @@ DFA_MAX_CELLS = 1_000_000
 # back to its NFA, the engine then walks the trie for this many matches per state of the cap
 # before it tries the automaton again.
 DFA_BYPASS_FACTOR = 4
+# A state of at most this many live nodes steps them all for a new transition, as the trie
+# does: on so few (a literal key's path) the two-part build of `_advance` costs more than it
+# saves (NATS's literal subjects: 6.1 -> 6.8 µs a first match with it). `auto` keeps literal
+# bindings out of its trie and sets none: there a large state made from a small one would
+# lose its parts (seed-10k first match 3.0 -> 3.4 µs with this bound).
+DFA_SMALL_STATE = 4
 
 
 class State:
@@ -91,6 +97,7 @@ class DfaEngine(TrieEngine):
     route_cache_default = False
     # Keys that end in one state get the same frozenset: callers may key their own work by it.
     shares_results = True
+    small_state = DFA_SMALL_STATE  # see `DFA_SMALL_STATE`
 
     def __init__(self, max_states: int = DFA_MAX_STATES, max_cells: int = DFA_MAX_CELLS) -> None:
         super().__init__()
@@ -186,17 +193,20 @@ class DfaEngine(TrieEngine):
         return self._start
 
     def _advance(self, state: State, word: str) -> State:
-        # The next set is the one every unlabelled word leads to (`State.other`, made once
-        # per state) united with the nodes entered along ``word``'s own edges, found from the
-        # few nodes that have one: stepping every live node per word cost 20 µs a new
-        # transition at 10k seed bindings, where a state holds about 70 nodes.
-        other = state.other or self._other(state)
         parents = self._parents.get(word)
-        if parents is None:
-            return other  # not kept per word: words outside the patterns are unbounded
-        entered = step_labelled(state.nodes, parents, word)
-        following = (other if entered <= other.nodes
-                     else self._intern(other.nodes | entered, other, entered))
+        if parents is None:  # not kept per word: words outside the patterns are unbounded
+            return state.other or self._other(state)
+        nodes = state.nodes
+        if len(nodes) <= self.small_state:
+            following = self._intern(step(nodes, word))
+        else:
+            # The next set is the one every unlabelled word leads to (`State.other`, made
+            # once per state) united with the nodes entered along ``word``'s own edges, found
+            # from the few nodes that have one (see the module's doc).
+            other = state.other or self._other(state)
+            entered = step_labelled(nodes, parents, word)
+            following = (other if entered <= other.nodes
+                         else self._intern(other.nodes | entered, other, entered))
         state.next[word] = following
         self._cells += 1
         return following
