@@ -307,6 +307,41 @@ def test_a_step_is_the_unlabelled_step_united_with_the_labelled_one(bound, prefi
         live = together
 
 
+def test_dfa_builds_in_two_parts_until_half_full_then_steps_whole():
+    # The two-part build costs more cells (`DfaEngine._advance`): past half of its bound the
+    # automaton steps every node again, so that it does not fill up and reset on keys it saw.
+    patterns = list(dict.fromkeys(seed_patterns(3_000, seed=3)))
+    keys = seed_keys(patterns, 800, seed=4, length=5)
+    reference = ReferenceEngine()
+    for i, pattern in enumerate(patterns):
+        reference.add(split_words(pattern), f"q{i % 40}")
+    unbounded = DfaEngine()
+    for i, pattern in enumerate(patterns):
+        unbounded.add(split_words(pattern), f"q{i % 40}")
+    for key in keys:
+        unbounded.match(key)
+    engine = DfaEngine(max_cells=int(1.2 * unbounded._cells))  # half is crossed midway
+    for i, pattern in enumerate(patterns):
+        engine.add(split_words(pattern), f"q{i % 40}")
+    built: list[tuple[bool, object]] = []  # (roomy when made, state)
+    intern = engine._intern
+
+    def recording_intern(nodes, base=None, entered=None):
+        roomy, known = engine._roomy(), len(engine._states)
+        state = intern(nodes, base, entered)
+        if len(engine._states) > known:
+            built.append((roomy, state))
+        return state
+
+    engine._intern = recording_intern
+    for key in keys:
+        assert engine.match(key) == reference.match(key), key
+    assert engine.stats()["dfa_resets"] == 0
+    assert any(state.base is not None for roomy, state in built if roomy)
+    late = [state for roomy, state in built if not roomy]
+    assert late and all(state.base is None for state in late)
+
+
 def test_dfa_vocabulary_follows_bindings():
     engine = DfaEngine()
     engine.add(split_words("a.*"), "q1")

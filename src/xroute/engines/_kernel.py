@@ -12,14 +12,16 @@ The walk is `xroute.engines.trie.step` over arrays: all live nodes advance one w
 and each node is kept at most once per position (a generation stamp per node), so one step
 costs at most the number of trie nodes, whatever the patterns, ``#.#.#...`` included. On top of
 it sits the same lazy DFA as `xroute.engines.dfa`, in fixed-size arrays: a state is a list
-of live nodes, interned by an order-free hash (`_intern`); a transition is a table entry (state, word id) -> state,
-word id -1 standing for every word that labels no edge; a state's destinations are gathered
-the first time a key ends in it. A warm key of L words costs L table probes and one copy.
+of live nodes, interned by an order-free hash (`_intern`); a transition is a table entry
+(state, word id) -> state, word id -1 standing for every word that labels no edge; a state's
+destinations are gathered the first time a key ends in it. A warm key of L words costs L
+table probes and one copy.
 
 The result is written in two passes: the first finds each key's final state (so each key's
 count, so the offsets), the second copies destination lists into an array of exactly the
-right size, which NumPy allocates (see `write_shapes`). When a DFA table fills up, the key at hand finishes with the plain walk, the keys
-so far are written out, and the DFA is dropped before the next key (bounded memory).
+right size, which NumPy allocates (see `write_shapes`). When a DFA table fills up, the key at
+hand finishes with the plain walk, the keys so far are written out, and the DFA is dropped
+before the next key (bounded memory).
 
 The kernels keep the GIL (no ``nogil``): calls on one matcher update the same DFA tables, so
 two threads must never run them at once.
