@@ -415,6 +415,26 @@ def test_compiled_kernel_on_a_seed_batch():
     assert figures["kernel_states"] > 0 and figures["kernel_plain_walks"] == 0
 
 
+def test_compiled_dfa_tables_start_small_and_grow_when_full():
+    # A large trie's DFA starts with hash tables at 1/16 of their size (random probes into
+    # tables of several MB miss the cache); dropped for want of room, it starts again larger.
+    patterns = seed_patterns(6_000, seed=11)
+    matcher, trie = TopicMatcher("compiled"), TopicMatcher("trie")  # trie: checked elsewhere
+    for i, pattern in enumerate(patterns):
+        matcher.add(pattern, f"q{i % 7}")
+        trie.add(pattern, f"q{i % 7}")
+    batch = seed_keys(patterns, 8_000, seed=12)
+    want = trie.match_many(batch)
+    assert decode(matcher, *matcher.match_many_ids(pa.array(batch))) == want
+    flat = matcher._engine._flat
+    assert matcher.stats()["kernel_resets"] >= 1  # the first tables filled up
+    assert flat._dfa_shrink < compiled.DFA_FIRST_SHRINK
+    resets = matcher.stats()["kernel_resets"]
+    for _ in range(2):
+        assert decode(matcher, *matcher.match_many_ids(pa.array(batch))) == want
+    assert matcher.stats()["kernel_resets"] == resets  # room enough now
+
+
 def test_compiled_kernel_resets_and_falls_back_when_full(monkeypatch):
     # Tiny tables: the DFA fills up within a key, finishes it with the plain walk, resets.
     for limit, value in [

@@ -43,6 +43,11 @@ COMPILED_MAX_STATES = 1 << 16  # int32 state ids, 20 bytes of bookkeeping each
 COMPILED_MAX_NODE_CELLS = 1 << 22  # live-node lists of all states: 16 MB of int32
 COMPILED_MAX_DESTINATION_CELLS = 1 << 23  # destination lists of states keys ended in: 32 MB
 COMPILED_MAX_TRANSITIONS = 1 << 18  # a table of twice as many slots, 12 bytes each: 6 MB
+# The DFA's two hash tables (node lists, transitions) start at 1 / 2**this of their size and
+# grow fourfold each time the DFA is dropped for want of room: probed and written at random,
+# a table of several MB costs a cache miss on nearly every new state and transition (seed
+# mix at 10k bindings: 6 MB of transitions for 4,400 used; new-key batches +10% at 1/16).
+DFA_FIRST_SHRINK = 4
 # `auto`'s literal keys go into an exact-key table when there are more of them than this many
 # times the (wildcard) trie's nodes, else into the trie as paths: see `FlatTrie`.
 LITERAL_TABLE_OVER = 1
@@ -136,7 +141,9 @@ class FlatTrie:
             self.destinations[number] = destination
         self.destination_arrays = (starts, np.array(ids, dtype=np.int32))
         self.literal_keys, self.literal_ids = self._literal_table(literals, numbering, kernel)
-        self._dfa = self._empty_dfa(count, len(ids))
+        self._destination_ids = len(ids)
+        self._dfa_shrink = DFA_FIRST_SHRINK
+        self._dfa = self._empty_dfa(count, len(ids), self._dfa_shrink)
         self.meta = np.zeros(kernel.META_SIZE, dtype=np.int64)
         self.meta[kernel.START] = -1
         self._mark = np.zeros(count, dtype=np.int64)
@@ -160,11 +167,14 @@ class FlatTrie:
         return exact_key_table(keys, found, numbering, kernel)
 
     @staticmethod
-    def _empty_dfa(nodes: int, destination_ids: int) -> tuple:
+    def _empty_dfa(nodes: int, destination_ids: int, shrink: int = 0) -> tuple:
         # Destination cells: room for every node's list a few times over, so that a state
         # of 10k queues (a large fan-out on a tiny trie) fits instead of resetting per key.
+        # The hash tables are 1 / 2**shrink of their full size (see `DFA_FIRST_SHRINK`).
         states = min(COMPILED_MAX_STATES, _power_of_two(8 * nodes))
         transitions = min(COMPILED_MAX_TRANSITIONS, _power_of_two(32 * nodes))
+        states = min(states, max(4096, states >> shrink))
+        transitions = min(transitions, max(16384, transitions >> shrink))
         set_bits = int(2 * states - 1).bit_length()
         transition_bits = int(2 * transitions - 1).bit_length()
         return (
@@ -188,6 +198,7 @@ class FlatTrie:
         """(offsets, destination ids) for valid keys (list of str or Arrow strings)."""
         data, key_offsets = _utf8_buffers(keys)
         kernel = self._kernel
+        resets = self.meta[kernel.RESETS]
         offsets, head, written, final, side, side_start = kernel.route_batch(
             data,
             key_offsets,
@@ -206,7 +217,18 @@ class FlatTrie:
         out[: offsets[written]] = head[: offsets[written]]
         kernel.write_routes(written, len(offsets) - 1, final, side, side_start, offsets,
                             self._dfa, out, self.literal_ids)
+        if self._dfa_shrink and self.meta[kernel.RESETS] > resets:
+            self._grow_dfa()
         return offsets, out
+
+    def _grow_dfa(self) -> None:
+        """The DFA was dropped for want of room: start it again with hash tables four times
+        larger, up to their full size (see `DFA_FIRST_SHRINK`)."""
+        k, meta = self._kernel, self.meta
+        self._dfa_shrink = max(0, self._dfa_shrink - 2)
+        self._dfa = self._empty_dfa(self.nodes, self._destination_ids, self._dfa_shrink)
+        meta[[k.STATES, k.NODE_CELLS, k.DESTINATION_CELLS, k.TRANSITIONS, k.RESET_PENDING]] = 0
+        meta[k.START] = -1
 
     def dfa_stats(self) -> dict[str, int]:
         """The kernel DFA's size and history."""
