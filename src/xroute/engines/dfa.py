@@ -12,7 +12,7 @@ words that label no edge go) united with the nodes entered along the word's own 
 from the few trie nodes that have such an edge (`trie.step_labelled`); a state so made keeps
 those two parts, so that its own shared transition and its destinations are unions too (see
 `State`). At 10k seed-mix bindings a new transition stepped about 16 live nodes in Python
-(20 µs with the profiler on); the first `match` of a key went from 5.5 to 3.2 µs.
+(20 µs with the profiler on); the first `match` of a key went from 5.5 to 3.0 µs.
 
 Memory is bounded by `DFA_MAX_STATES` and `DFA_MAX_CELLS`; when either is reached the whole
 automaton is dropped and rebuilt on demand (as RE2 resets its DFA cache): trimming only some
