@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import random
+import sys
+import traceback
 
 import numpy as np
 import pyarrow as pa
@@ -340,6 +342,60 @@ def test_dfa_builds_in_two_parts_until_half_full_then_steps_whole():
     assert any(state.base is not None for roomy, state in built if roomy)
     late = [state for roomy, state in built if not roomy]
     assert late and all(state.base is None for state in late)
+
+
+def test_dfa_builds_long_chains_of_parts_without_recursing():
+    # A state's parts chain down through bases (each a node smaller), 40 and more links on
+    # long keys over '#'-heavy patterns: gathering along the chain must not recurse, or a
+    # trie of thousands of nodes would exceed Python's recursion limit.
+    rng = random.Random(2)
+    words = [f"w{i}" for i in range(6)]
+    engine, reference = DfaEngine(), ReferenceEngine()
+    for i in range(3_000):
+        pattern = split_words(".".join(rng.choice(words + ["#", "*", "#"])
+                                       for _ in range(rng.randint(2, 9))))
+        engine.add(pattern, f"q{i}")
+        reference.add(pattern, f"q{i}")
+    keys = [".".join(rng.choice(words + ["zz"]) for _ in range(rng.randint(30, 60)))
+            for _ in range(150)]
+
+    def links(state) -> int:
+        count = 0
+        while state.base is not None:
+            state, count = state.base, count + 1
+        return count
+
+    longest = 0
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(traceback.extract_stack()) + 25)
+    try:
+        for i, key in enumerate(keys):
+            assert engine.match(key) == reference.match(key), key
+            if not i % 10:
+                longest = max([longest, *map(links, engine._states.values())])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert longest > 25  # chains longer than the recursion room the test leaves
+
+
+def test_dfa_states_keep_no_part_of_an_automaton_that_was_dropped():
+    # A reset drops every state; a state made after it must not keep a base from before,
+    # whose transitions would keep the whole dropped automaton alive (the memory bound).
+    patterns = list(dict.fromkeys(seed_patterns(2_000, seed=13)))
+    keys = seed_keys(patterns, 1_500, seed=14, length=5)
+    engine, reference = DfaEngine(max_states=100, max_cells=10_000), ReferenceEngine()
+    for i, pattern in enumerate(patterns):
+        engine.add(split_words(pattern), f"q{i % 40}")
+        reference.add(split_words(pattern), f"q{i % 40}")
+    for key in keys:
+        assert engine.match(key) == reference.match(key), key
+        live = set(engine._states.values())
+        for state in live:
+            base = state.base
+            while base is not None:
+                assert base in live, key
+                base = base.base
+    assert engine.stats()["dfa_resets"] >= 3
 
 
 def test_dfa_vocabulary_follows_bindings():

@@ -217,17 +217,23 @@ class DfaEngine(TrieEngine):
         return following
 
     def _other(self, state: State) -> State:
-        """The state that every word labelling no edge of ``state`` leads to, made once."""
-        base = state.base
-        if base is None or not self._roomy():
-            other = self._intern(step_unlabelled(state.nodes))
-        else:
-            under = base.other or self._other(base)
+        """The state that every word labelling no edge of ``state`` leads to, made once: from
+        its base's, made first, down a chain as long as the bases that lack theirs (a loop,
+        not a recursion: each base is only a node smaller than its state)."""
+        chain: list[State] = []
+        while state.other is None and state.base is not None and self._roomy():
+            chain.append(state)
+            state = state.base
+        other = state.other
+        if other is None:
+            other = state.other = self._intern(step_unlabelled(state.nodes))
+            self._cells += 1
+        for state in reversed(chain):
             entered = step_unlabelled(state.entered)
-            other = (under if entered <= under.nodes
-                     else self._intern(under.nodes | entered, under, entered))
-        state.other = other
-        self._cells += 1
+            if not entered <= other.nodes:
+                other = self._intern(other.nodes | entered, other, entered)
+            state.other = other
+            self._cells += 1
         return other
 
     def _intern(self, nodes: set[Node] | frozenset[Node], base: State | None = None,
@@ -240,6 +246,9 @@ class DfaEngine(TrieEngine):
             return state
         if len(self._states) >= self.max_states or self._cells + len(key) > self.max_cells:
             self._reset()
+            # The base belongs to the automaton just dropped: through its transitions it
+            # would keep all of that alive, so this state is made whole.
+            base = None
         state = State(key)
         if base is not None:
             state.base = base
@@ -267,22 +276,29 @@ class DfaEngine(TrieEngine):
         return self._cells <= self.max_cells // 2
 
     def _finish(self, state: State) -> frozenset:
-        base = state.base
-        if base is not None and base.destinations is None and not self._roomy():
-            base = None  # gathered whole: the base's destinations would be cells more
-        found: set[Hashable] = set()
-        for node in state.nodes if base is None else state.entered:
-            if node.destinations:
-                found.update(node.destinations)
-        if base is None:
-            result = frozenset(found) if found else EMPTY
-        else:
-            under = base.destinations
-            if under is None:
-                under = self._finish(base)
-            result = under if found <= under else under | found
-        state.destinations = result
-        self._cells += len(result)
+        """Gather ``state``'s destinations once: its base's (gathered first, down the chain of
+        bases that lack theirs, in a loop) with its entered nodes', or all its nodes'."""
+        chain: list[State] = []
+        while state.base is not None and state.base.destinations is None and self._roomy():
+            chain.append(state)
+            state = state.base
+        chain.append(state)
+        result = EMPTY
+        for state in reversed(chain):
+            base = state.base
+            if base is not None and base.destinations is None:
+                base = None  # past half the bound: gathered whole (a base's are cells more)
+            found: set[Hashable] = set()
+            for node in state.nodes if base is None else state.entered:
+                if node.destinations:
+                    found.update(node.destinations)
+            if base is None:
+                result = frozenset(found) if found else EMPTY
+            else:
+                under = base.destinations
+                result = under if found <= under else under | found
+            state.destinations = result
+            self._cells += len(result)
         if self._cells > self.max_cells:
             self._reset()
         return result
