@@ -228,3 +228,30 @@ def test_batch_router_equals_route_message_on_headers(arguments, batch, arrow):
     router = BatchRouter(t)
     for exchange in ("h", "front"):
         assert actual_routes(router, exchange, batch, arrow) == expected_routes(t, exchange, batch)
+
+
+def test_hits_are_each_batchs_own_whether_few_or_many_bindings_match():
+    # 2,000 literal bindings and two wildcards: a batch of a few keys matches few of them (the
+    # kernel carries its counts over match by match), a batch of every key most of them (by a
+    # pass over every id). Each batch counts its own messages, none left from the batch
+    # before, and so do threads sharing one router (the kernel runs without the GIL).
+    from concurrent.futures import ThreadPoolExecutor
+
+    t = Topology()
+    t.declare_exchange("x", "topic")
+    keys = [f"dev.{i}.cmd" for i in range(2000)]
+    for i, key in enumerate(keys):
+        t.declare_queue(f"q{i % 50}")
+        t.bind("x", f"q{i % 50}", key)
+    t.bind("x", "q0", "dev.*.cmd")
+    t.bind("x", "q1", "#")
+    router = BatchRouter(t)
+    batches = [[(key, None) for key in batch]
+               for batch in (keys[:3], keys * 2, ["dev.7.cmd", "none", "dev.7.cmd"], keys[::7])]
+    expected = [expected_routes(t, "x", batch) for batch in batches]
+    for batch, truth in zip(batches, expected):
+        assert actual_routes(router, "x", batch, arrow=True) == truth
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda batch: actual_routes(router, "x", batch, arrow=True),
+                              batches * 6))
+    assert found == expected * 6

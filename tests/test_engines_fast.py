@@ -111,14 +111,19 @@ def test_destination_ids_stay_stable_while_bound(engine):
     matcher.add("a.*", "q1")
     matcher.add("#.b", "q2")
     matcher.add("a.b", "q3")
-    before = matcher.destinations()
+    before, version = matcher.destinations(), matcher.ids_version
+    matcher.add("a.#", "q1")  # no new destination: the ids and their version stay
+    assert matcher.ids_version == version
     matcher.add("x", "q4")
     matcher.remove("a.b", "q3")
     after = matcher.destinations()
+    assert matcher.ids_version != version  # a table made from `before` is stale
     assert after.index("q1") == before.index("q1") and after.index("q2") == before.index("q2")
     assert "q3" not in after and after[before.index("q3")] in (None, "q4")
+    version = matcher.ids_version
     matcher.add("c", "q5")
     assert None not in matcher.destinations()  # a freed id is reused
+    assert matcher.ids_version != version  # the same number of ids, another destination
     offsets, ids = matcher.match_many_ids(["a.b", "x", "c", "zz"])
     assert decode(matcher, offsets, ids) == [{"q1", "q2"}, {"q4"}, {"q5"}, set()]
 

@@ -22,10 +22,11 @@ from the one the batch is published to (through exchange-to-exchange bindings or
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,15 @@ from xroute.model import Binding, Exchange
 from xroute.topology import DEFAULT_EXCHANGE, Topology
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
+
+
+class _IdTables(NamedTuple):
+    """Per id of a batch's matches: its binding index, and the queue or the exchange that
+    binding leads to (-1: none), as `xroute._batch_kernel.expand_groups` reads them."""
+
+    binding: np.ndarray  # int64
+    queue: np.ndarray  # int32
+    exchange: np.ndarray  # int32
 
 
 @dataclass
@@ -85,23 +95,26 @@ class BatchRouter:
         self._queue_index = {name: i for i, name in enumerate(self.queues)}
         self._binding_index = {binding: i for i, binding in enumerate(self.bindings)}
         # Per binding: the queue it leads to (or -1), the exchange it leads to (or -1).
-        self._to_queue = np.full(len(self.bindings), -1, dtype=np.int64)
-        self._to_exchange = np.full(len(self.bindings), -1, dtype=np.int64)
+        to_queue = np.full(len(self.bindings), -1, dtype=np.int32)
+        to_exchange = np.full(len(self.bindings), -1, dtype=np.int32)
         for i, binding in enumerate(self.bindings):
             kind, name = binding.destination
             if kind == "queue":
-                self._to_queue[i] = self._queue_index[name]
+                to_queue[i] = self._queue_index[name]
             else:
-                self._to_exchange[i] = self._exchange_index[name]
-        self._identity = np.arange(len(self.bindings), dtype=np.int64)
+                to_exchange[i] = self._exchange_index[name]
+        # Matches given as binding indices (every exchange type but topic) use these tables.
+        self._by_binding = _IdTables(np.arange(len(self.bindings), dtype=np.int64), to_queue,
+                                     to_exchange)
         # Per exchange published to: whether an exchange of another type can be reached from
         # it (then every message goes through Topology.route_message).
         self._plugin_reachable: dict[str, bool] = {}
         #: Whether routing may read the messages' basic properties (the pipeline then reads
         #: its message_id, correlation_id and timestamp columns).
         self.reads_properties = any(x.type not in STANDARD_TYPES for x in self._exchanges)
-        # Per topic exchange: matcher destination id -> binding index (rebuilt if ids change).
-        self._id_maps: dict[str, tuple[int, np.ndarray]] = {}
+        # Per topic exchange: its matcher's ids version and their tables (rebuilt if ids change).
+        self._id_tables: dict[str, tuple[int, _IdTables]] = {}
+        self._per_thread = threading.local()
 
     # ------------------------------------------------------------------ the public call
 
@@ -273,10 +286,10 @@ class BatchRouter:
                     rows, queues = zip(*pairs)
                     found.append((np.array(rows, dtype=np.int64), np.array(queues, dtype=np.int64)))
                 continue
-            key_of, offsets, ids, to_binding = self._match(current, keys, here, headers)
+            key_of, offsets, ids, tables = self._match(current, keys, here, headers)
             kernel = _kernel()
             group_queues, queue_starts, group_exchanges, exchange_starts = kernel.expand_groups(
-                key_of, offsets, ids, to_binding, self._to_queue, self._to_exchange, hits,
+                key_of, offsets, ids, *tables, hits, self._id_hits(len(tables.binding)),
                 len(self.queues), len(self._exchanges))
             rows, queues = _pairs(kernel, here, key_of, group_queues, queue_starts)
             exchange_rows, targets = _pairs(kernel, here, key_of, group_exchanges,
@@ -303,6 +316,14 @@ class BatchRouter:
             len(self.queues),
         )
 
+    def _id_hits(self, size: int) -> np.ndarray:
+        """This thread's zeroed hit counters by id, at least ``size`` long (`expand_groups`
+        leaves them zeroed; a thread of its own each, as the kernel runs without the GIL)."""
+        counters = getattr(self._per_thread, "id_hits", None)
+        if counters is None or len(counters) < size:
+            counters = self._per_thread.id_hits = np.zeros(size, dtype=np.int64)
+        return counters
+
     @staticmethod
     def _visit(
         target: int, rows: np.ndarray, seen: dict[int, np.ndarray], pending: deque, size: int
@@ -321,9 +342,9 @@ class BatchRouter:
         keys: Any,
         messages: np.ndarray,
         headers: list[dict[str, Any]] | None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, _IdTables]:
         """What ``messages`` match at one exchange, each distinct input matched once:
-        (group of each message, offsets and ids of each group's matches, id -> binding)."""
+        (group of each message, offsets and ids of each group's matches, the ids' tables)."""
         if exchange.type == "headers":
             # Only the headers decide, and messages often share one table (the same object).
             tables = (
@@ -336,11 +357,11 @@ class BatchRouter:
         if exchange.type == "topic":
             matcher = exchange.kind.matcher
             offsets, ids = matcher.match_many_ids(distinct)
-            return key_of, offsets, ids, self._id_map(exchange.name, matcher)
+            return key_of, offsets, ids, self._matcher_tables(exchange.name, matcher)
         route = exchange.kind.route
         return (key_of, *self._flatten([route([key], {}) for key in _as_list(distinct)]))
 
-    def _flatten(self, found: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _flatten(self, found: list[Any]) -> tuple[np.ndarray, np.ndarray, _IdTables]:
         """Offsets and binding indices of lists of bindings (repeats dropped)."""
         index = self._binding_index
         found = [set(bindings) for bindings in found]
@@ -351,20 +372,26 @@ class BatchRouter:
             dtype=np.int64,
             count=int(offsets[-1]),
         )
-        return offsets, ids, self._identity
+        return offsets, ids, self._by_binding
 
-    def _id_map(self, name: str, matcher: Any) -> np.ndarray:
-        """Matcher destination id -> binding index for a topic exchange's matcher."""
-        destinations = matcher.destinations()
-        cached = self._id_maps.get(name)
-        if cached is not None and cached[0] == len(destinations):
+    def _matcher_tables(self, name: str, matcher: Any) -> _IdTables:
+        """The tables of a topic exchange's matcher ids: its binding, queue and exchange."""
+        version = matcher.ids_version
+        cached = self._id_tables.get(name)
+        if cached is not None and cached[0] == version:
             return cached[1]
-        table = np.array(
-            [self._binding_index[d] if d is not None else -1 for d in destinations],
+        binding = np.array(
+            [self._binding_index[d] if d is not None else -1 for d in matcher.destinations()],
             dtype=np.int64,
         )
-        self._id_maps[name] = (len(destinations), table)
-        return table
+        bound = binding >= 0
+        queue = np.full(len(binding), -1, dtype=np.int32)
+        exchange = np.full(len(binding), -1, dtype=np.int32)
+        queue[bound] = self._by_binding.queue[binding[bound]]
+        exchange[bound] = self._by_binding.exchange[binding[bound]]
+        tables = _IdTables(binding, queue, exchange)
+        self._id_tables[name] = (version, tables)
+        return tables
 
     # ------------------------------------------------------------------ one by one
 

@@ -72,6 +72,7 @@ class TopicMatcher:
         self._refs: dict[Hashable, int] = {}
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
+        self._ids_version = 0
         # An engine with a native batch path returns our ids directly (see match_many_ids), so
         # it needs them from the start; for the others they are kept only from the first batch
         # call on, and a matcher used key by key never pays for them (about 12 MB at 100k
@@ -188,6 +189,13 @@ class TopicMatcher:
         self._keep_ids()
         return list(self._by_id)
 
+    @property
+    def ids_version(self) -> int:
+        """A number that changes whenever an id of `match_many_ids` gains or loses its
+        destination: a table built from `destinations` holds while it stays the same."""
+        self._keep_ids()
+        return self._ids_version
+
     def bindings(self) -> Iterator[tuple[str, Hashable]]:
         """Every (pattern, destination) pair bound."""
         return iter(self._bindings)
@@ -218,6 +226,7 @@ class TopicMatcher:
         if refs > 0:
             self._refs[destination] = refs
             if refs == 1 and delta > 0:
+                self._ids_version += 1
                 new_id = self._free_ids.pop() if self._free_ids else len(self._by_id)
                 if new_id == len(self._by_id):
                     self._by_id.append(destination)
@@ -226,6 +235,7 @@ class TopicMatcher:
                 self._id_of[destination] = new_id
             return
         del self._refs[destination]
+        self._ids_version += 1
         old_id = self._id_of.pop(destination)
         self._by_id[old_id] = None
         self._free_ids.append(old_id)
