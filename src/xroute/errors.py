@@ -143,6 +143,20 @@ class InvalidHeaders(XRouteError, TypeError):
         self.value = value
 
 
+class InvalidFieldValue(InvalidHeaders, ValueError):
+    """A value no AMQP field can carry: an integer outside its typed width, a float that is
+    not finite, a value of a type with no AMQP field type. ``name`` is the type asked for."""
+
+
+class FieldTableError(XRouteError, ValueError):
+    """Bytes that are not a well-formed AMQP field table: an unknown type code, a length
+    past the end, nesting past the limit. ``offset`` is where the decoder stopped."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
 class PreconditionFailed(XRouteError, ValueError):
     """Redeclaring an exchange with another type or other arguments (AMQP 406)."""
 

@@ -23,11 +23,11 @@ from xroute.amqp.frames import (
     ack_frame,
     content_frames,
     deliver_frame,
-    encode_properties,
     method_frame,
     split_content_header,
 )
 from xroute.amqp.message import Message, QueuedMessage
+from xroute.amqp.properties import encode_properties
 from xroute.amqp.vhost import Record, server_name
 from xroute.errors import XRouteError
 from xroute.topology import DEFAULT_EXCHANGE

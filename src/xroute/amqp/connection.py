@@ -35,7 +35,7 @@ from xroute.amqp.frames import (
     PUBLISH_INDEX,
     decode_method,
     decode_publish,
-    decode_table,
+    decode_auth_table,
     method_frame,
 )
 
@@ -400,7 +400,7 @@ class Connection(asyncio.Protocol):
                 )
         elif mechanism == "AMQPLAIN":
             try:
-                table = decode_table(raw)
+                table = decode_auth_table(raw)
             except Exception:
                 table = {}
             user, password = table.get("LOGIN"), table.get("PASSWORD")

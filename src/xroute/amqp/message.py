@@ -12,9 +12,10 @@ from xroute.amqp.frames import (
     FLAG_PRIORITY,
     FLAG_USER_ID,
     FLAGS_READ,
-    decode_properties,
+    FLAGS_ROUTED_ON,
     property_flags,
 )
+from xroute.amqp.properties import Properties, decode_properties
 
 
 class Message:
@@ -46,11 +47,11 @@ class Message:
         self.expiration: int | None = None  # milliseconds
         self.user_id: str | None = None
         self.bcc: list[Any] = []
-        if property_flags(properties) & FLAGS_READ:
-            self._read(decode_properties(properties))
+        flags = property_flags(properties)
+        if flags & FLAGS_READ:
+            self._read(decode_properties(properties), flags)
 
-    def _read(self, decoded: Any) -> None:
-        flags = property_flags(self.properties)
+    def _read(self, decoded: Properties, flags: int) -> None:
         if flags & FLAG_HEADERS and decoded.headers:
             self.headers = dict(decoded.headers)
         if flags & FLAG_PRIORITY:
@@ -69,9 +70,22 @@ class Message:
             keys += cc
         return keys + self.bcc
 
-    def decoded(self) -> Any:
-        """The properties as pamqp's Basic.Properties (decoded now)."""
+    def decoded(self) -> Properties:
+        """The properties, decoded now (`xroute.amqp.properties`)."""
         return decode_properties(self.properties)
+
+    def routing_properties(self) -> dict[str, Any] | None:
+        """The properties exchanges may route on (``message_id``, ``correlation_id``,
+        ``timestamp``: consistent hash's ``hash-property``, the random types), or None when
+        the message has none of them, so its route may come from the topology's cache."""
+        if not property_flags(self.properties) & FLAGS_ROUTED_ON:
+            return None
+        decoded = self.decoded()
+        return {
+            name: getattr(decoded, name)
+            for name in ("message_id", "correlation_id", "timestamp")
+            if getattr(decoded, name) is not None
+        }
 
     def __repr__(self) -> str:
         return f"Message(exchange={self.exchange!r}, routing_key={self.routing_key!r}, body={self.body[:40]!r})"

@@ -21,7 +21,7 @@ from xroute.amqp.errors import (
     locked,
     not_found,
 )
-from xroute.amqp.frames import encode_properties
+from xroute.amqp.properties import encode_properties
 from xroute.amqp.message import Message, QueuedMessage
 from xroute.amqp.queues import ARGUMENT_RULES, BrokerQueue, check_queue_arguments
 from xroute.errors import (
@@ -297,9 +297,12 @@ class VirtualHost:
         headers = message.headers
         if message.bcc:
             headers = {**headers, "BCC": message.bcc}
+        properties = message.routing_properties()
         try:
-            if headers:
-                return self.topology.route(exchange, message.routing_key, headers)
+            if headers or properties:
+                return self.topology.route(
+                    exchange, message.routing_key, headers, properties=properties
+                )
             return self.topology.route(exchange, message.routing_key)
         except (InvalidHeaders, InvalidRoutingKey) as error:
             raise AMQPError(PRECONDITION_FAILED, f"invalid message: {error}") from None
