@@ -135,12 +135,16 @@ class InvalidArguments(XRouteError, ValueError):
 
 class InvalidHeaders(XRouteError, TypeError):
     """Message headers of the wrong shape: a non-dict, a non-text name, an unsupported value
-    type, or a ``CC``/``BCC`` header that is not a list of strings."""
+    type, or a ``CC``/``BCC`` header that is not an array. ``erlang_reason``, when set, is
+    the reason RabbitMQ names in its 406 (``{unacceptable_type_in_header,"BCC",void}``)."""
 
-    def __init__(self, message: str, name: Any = None, value: Any = None) -> None:
+    def __init__(
+        self, message: str, name: Any = None, value: Any = None, erlang_reason: str | None = None
+    ) -> None:
         super().__init__(message)
         self.name = name
         self.value = value
+        self.erlang_reason = erlang_reason
 
 
 class InvalidFieldValue(InvalidHeaders, ValueError):

@@ -55,6 +55,9 @@ def decode_method(payload: bytes | memoryview) -> base.Frame:
     view = memoryview(payload)
     offset = 4
     bits = bit_index = 0
+    # RabbitMQ checks that a method's short strings are UTF-8, except on the methods that
+    # carry content ("for speed": so a routing key may be any bytes).
+    decoders = _DECODERS if index in _CONTENT_METHODS else _CHECKED_DECODERS
     for name in kind.__slots__:
         field_kind = kind.amqp_type(name)
         if field_kind == "bit":
@@ -65,7 +68,7 @@ def decode_method(payload: bytes | memoryview) -> base.Frame:
             bit_index = (bit_index + 1) % 8
             continue
         bit_index = 0
-        value, offset = _DECODERS[field_kind](view, offset)
+        value, offset = decoders[field_kind](view, offset)
         setattr(method, name, value)
     if offset != len(view):
         raise MalformedFrame(f"{len(view) - offset} bytes after the last field of {kind.name}")
@@ -74,6 +77,11 @@ def decode_method(payload: bytes | memoryview) -> base.Frame:
 
 class MalformedFrame(ValueError):
     """A method frame whose fields do not parse."""
+
+
+class MalformedUTF8(MalformedFrame):
+    """A short string that is not UTF-8 in a method that carries no content (RabbitMQ: 501
+    "Malformed UTF-8 in shortstr")."""
 
 
 def _byte(view: memoryview, offset: int) -> int:
@@ -100,6 +108,15 @@ def _decode_shortstr(view: memoryview, offset: int) -> tuple[str, int]:
     return bytes(view[offset + 1 : end]).decode("utf-8", "surrogateescape"), end
 
 
+def _decode_checked_shortstr(view: memoryview, offset: int) -> tuple[str, int]:
+    text, end = _decode_shortstr(view, offset)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedUTF8("Malformed UTF-8 in shortstr") from None
+    return text, end
+
+
 def _decode_longstr(view: memoryview, offset: int) -> tuple[bytes, int]:
     size, start = _unpack(_u32)(view, offset)
     if start + size > len(view):
@@ -120,6 +137,9 @@ _DECODERS: dict[str, Any] = {
     "longstr": _decode_longstr,
     "table": decode_table,
 }
+_CHECKED_DECODERS = {**_DECODERS, "shortstr": _decode_checked_shortstr}
+# basic.publish, basic.return, basic.deliver, basic.get-ok
+_CONTENT_METHODS = frozenset((0x003C0028, 0x003C0032, 0x003C003C, 0x003C0047))
 
 
 def encode_method_payload(method: base.Frame) -> bytes:
@@ -181,10 +201,11 @@ def content_frames(channel: int, properties: bytes, body: bytes, frame_max: int)
     return parts
 
 
-def split_content_header(payload: bytes) -> tuple[int, int, bytes]:
-    """A content header frame's payload as (class id, body size, property bytes)."""
-    class_id, _weight, body_size = _content_prefix.unpack_from(payload)
-    return class_id, body_size, payload[12:]
+def split_content_header(payload: bytes) -> tuple[int, int, int, bytes]:
+    """A content header frame's payload (at least 12 bytes) as (class id, weight, body size,
+    property bytes)."""
+    class_id, weight, body_size = _content_prefix.unpack_from(payload)
+    return class_id, weight, body_size, payload[12:]
 
 
 def property_flags(properties: bytes) -> int:

@@ -35,6 +35,7 @@ class Message:
         "expiration",
         "user_id",
         "bcc",
+        "size",
     )
 
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes) -> None:
@@ -47,6 +48,8 @@ class Message:
         self.expiration: int | None = None  # milliseconds
         self.user_id: str | None = None
         self.bcc: list[Any] = []
+        # What the broker holds for it (xroute.amqp.memory), fixed when it arrives.
+        self.size = len(properties) + len(body)
         flags = property_flags(properties)
         if flags & FLAGS_READ:
             self._read(decode_properties(properties), flags)

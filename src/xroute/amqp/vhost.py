@@ -22,6 +22,7 @@ from xroute.amqp.errors import (
     not_found,
 )
 from xroute.amqp.properties import encode_properties
+from xroute.amqp.memory import MemoryWatermark
 from xroute.amqp.message import Message, QueuedMessage
 from xroute.amqp.queues import ARGUMENT_RULES, BrokerQueue, check_queue_arguments
 from xroute.errors import (
@@ -93,6 +94,7 @@ class VirtualHost:
         self.records: list[Record] = []
         self.changed = threading.Condition()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.memory = MemoryWatermark()
         for queue in list(self.topology.queues.values()):
             self.queues[queue.name] = self._new_queue(
                 queue.name, queue.durable, queue.auto_delete, None, dict(queue.arguments)
