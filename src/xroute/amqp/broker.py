@@ -159,17 +159,24 @@ class Broker:
 
     def admitted(self, connection: Any) -> None:
         """A connection was accepted: if the open connections near the process's limit of
-        file descriptors, the oldest that has not logged in yet is dropped to make room (a
-        port scan or a flood of silent sockets must not lock healthy clients out); with none
-        to drop, the newcomer is."""
+        file descriptors, one that has not logged in is dropped to make room (a port scan or
+        a flood of silent sockets must not lock healthy clients out): the oldest that has
+        sent nothing, else the oldest still in its handshake; with none to drop, the
+        newcomer."""
         self._out_of_descriptors = False
-        if len(self.connections) <= self.max_connections:
+        excess = len(self.connections) - self.max_connections
+        if excess <= 0:
+            self._evicting = False
             return
+        if not self._evicting:  # one line an episode, not one a connection
+            self._evicting = True
+            log.warning("xroute.amqp: %d connections, the most the descriptor limit allows; "
+                        "dropping those that have not logged in", len(self.connections))
         waiting = [c for c in self.connections if c.pre_open and c is not connection]
-        victim = waiting[0] if waiting else connection
-        log.warning("xroute.amqp: %d connections, the most the descriptor limit allows; "
-                    "dropping one that has not logged in", len(self.connections))
-        victim._abort()
+        # Sets keep no order: the connections' serial numbers say which came first.
+        waiting.sort(key=lambda c: (c.spoke, c.serial))
+        for victim in (waiting + [connection])[:excess]:
+            victim._abort()
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
         # asyncio retries accept() a second after running out of descriptors, logging a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
 import logging
 import platform
 import struct
@@ -106,6 +107,8 @@ class Connection(asyncio.Protocol):
         self._in_data = False
         self._handshake_timer: asyncio.TimerHandle | None = None
         self.peer: Any = None
+        self.serial = next(_serials)  # the order connections came in
+        self.spoke = False  # has the client sent a byte yet
         # Flow control: the socket is full (asyncio paused our writing), so deliveries wait;
         # a consumer was refused for want of room, so they resume when there is some.
         self.write_paused = False
@@ -271,7 +274,7 @@ class Connection(asyncio.Protocol):
     def _data_received(self, data: bytes) -> None:
         if self.state == "gone" or self.state == "silent":
             return  # read and discarded: nothing more is kept for a client we are closing
-        self._received = True
+        self._received = self.spoke = True
         buffer = self.buffer
         buffer += data
         if self.state == "protocol-header":
@@ -718,6 +721,7 @@ class _Closed(AMQPError):
         super().__init__(CONNECTION_FORCED, "closed")
 
 
+_serials = itertools.count()
 _FRAME_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
 
 
