@@ -16,7 +16,7 @@ from xroute.extras import missing
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # also click's own code for a usage error
 EXIT_UNROUTABLE = 3
-EXIT_LINT_FINDINGS = 1  # xroute lint --strict: a warning or an error was found
+EXIT_LINT_FINDINGS = 1  # xroute lint: an error was found (with --strict: or a warning)
 EXIT_DIFF_CHANGED = 1  # xroute diff: something changes (--fail-on lost: some message loses a queue)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 
