@@ -93,3 +93,35 @@ def test_keys_and_names_print_as_sent_not_as_emoji_or_markup(tmp_path):
     assert "key ':smile:.x'" in result.output, result.output
     lint = run("lint", "-d", str(path))
     assert ":cat:" in lint.output, lint.output
+
+
+def test_a_jms_binding_without_its_selector_is_named(tmp_path):
+    # RabbitMQ's JMS topic plugin fails such a binding (541), and an import with it; the error
+    # names the binding, and lint reports it as an error finding.
+    path = tmp_path / "jms.json"
+    path.write_text(json.dumps({
+        "exchanges": [{"name": "j", "type": "x-jms-topic"}], "queues": [{"name": "q"}],
+        "bindings": [{"source": "j", "destination": "q", "destination_type": "queue",
+                      "routing_key": "k", "arguments": {}}],
+    }))
+    result = run("route", "-d", str(path), "-e", "j", "-k", "k")
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert "binding of queue 'q' to exchange 'j' (key 'k')" in result.output
+    assert "rjms_erlang_selector" in result.output
+    lint = run("lint", "-d", str(path))
+    assert lint.exit_code == 1 and "error invalid-binding" in lint.output
+
+
+def test_the_pyarrow_reader_on_csv_is_refused_before_spark_starts(tmp_path, monkeypatch):
+    import xroute.spark.session
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark was started before the input was checked")
+
+    monkeypatch.setattr(xroute.spark.session, "start_spark", no_spark)
+    (tmp_path / "m.csv").write_text("routing_key\na.b\n")
+    (tmp_path / "d.json").write_text(json.dumps({"exchanges": [{"name": "t", "type": "topic"}]}))
+    result = run("pipeline", "-d", str(tmp_path / "d.json"), "-m", str(tmp_path / "m.csv"),
+                 "-o", str(tmp_path / "out"), "-e", "t", "--reader", "pyarrow")
+    assert result.exit_code == EXIT_BAD_INPUT, result.output
+    assert "--reader pyarrow reads Parquet only" in result.output

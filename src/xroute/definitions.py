@@ -263,13 +263,21 @@ def load_definitions(
             if ALTERNATE_EXCHANGE not in arguments and alternates.get(name):
                 topology.exchanges[name].alternate_exchange = alternates[name]
         for binding in of_vhost("bindings"):
-            topology.bind(
-                _field(binding, "source", str, "bindings"),
-                _field(binding, "destination", str, "bindings"),
-                _field(binding, "routing_key", str, "bindings", ""),
-                _field(binding, "arguments", dict, "bindings", {}),
-                destination_type=_field(binding, "destination_type", str, "bindings", "queue"),
-            )
+            source = _field(binding, "source", str, "bindings")
+            destination = _field(binding, "destination", str, "bindings")
+            key = _field(binding, "routing_key", str, "bindings", "")
+            kind = _field(binding, "destination_type", str, "bindings", "queue")
+            try:
+                topology.bind(source, destination, key,
+                              _field(binding, "arguments", dict, "bindings", {}),
+                              destination_type=kind)
+            except DefinitionsError:
+                raise
+            except XRouteError as error:
+                # RabbitMQ's import fails on such a binding too; say which one it is.
+                error.args = (f"binding of {kind} {destination!r} to exchange {source!r} "
+                              f"(key {key!r}): {error}",)
+                raise
     except DefinitionsError:
         raise
     except XRouteError as error:
