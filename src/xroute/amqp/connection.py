@@ -56,8 +56,6 @@ FRAME_MAX = 131072
 HEARTBEAT = 60
 FRAME_MIN = 4096  # frames before tuning may be this large (AMQP 0-9-1)
 CLOSE_OK_TIMEOUT = 5.0
-HANDSHAKE_TIMEOUT = 10.0  # RabbitMQ's handshake_timeout: login and open within it, or go
-SILENT_CLOSE_DELAY = 3.0  # RabbitMQ's ?SILENT_CLOSE_DELAY: a failed handshake waits, then closes
 # Output queued for a client before its deliveries wait: one socket buffer's worth. The
 # transport's own limit (asyncio's 64 KiB by default) pauses them too, when the socket is full.
 OUTPUT_LIMIT = 256 * 1024
@@ -588,18 +586,16 @@ class Connection(asyncio.Protocol):
         Running: connection.close with the error, then close-ok awaited. During the
         handshake only a refused login (with ``authentication_failure_close``), a refused
         negotiation or vhost, and errors once opening get a connection.close; anything else
-        is met with silence and the socket closed after `SILENT_CLOSE_DELAY`, so a client
-        cannot hammer the handshake. A frame error (``fatal``) stops all reading at once."""
+        is met with silence and the socket closed after the broker's ``silent_close_delay``
+        (RabbitMQ's 3 s), so a client cannot hammer the handshake. A frame error (``fatal``)
+        stops all reading at once."""
         state = self.state
-        if state in ("gone", "silent"):
-            return
-        if state == "closing":
+        if state in ("gone", "silent", "closing"):
             return
         told = (
-            state == "open"
+            state in ("open", "tuned")
             or (state == "start" and error.code == ACCESS_REFUSED)
-            or (state in ("tune", "tuned") and error.code == NOT_ALLOWED)
-            or state == "tuned"
+            or (state == "tune" and error.code == NOT_ALLOWED)
         )
         if not told:
             self._silent_close()
