@@ -59,9 +59,12 @@ class AMQPError(XRouteError):
 
     def __init__(self, code: int, text: str) -> None:
         name = REPLY_NAMES.get(code, str(code))
-        super().__init__(f"{name} - {text}")
+        # RabbitMQ's text is the code's name, then its explanation if it has one (a crash in
+        # the broker, 541, has none: "INTERNAL_ERROR").
+        full = f"{name} - {text}" if text else name
+        super().__init__(full)
         self.code = code
-        self.text = f"{name} - {text}"
+        self.text = full
         self.hard = code in HARD_ERRORS
         self.class_id = 0  # the failing method, named in connection.close
         self.method_id = 0

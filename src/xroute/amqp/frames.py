@@ -116,11 +116,6 @@ def decode_properties(properties: bytes) -> commands.Basic.Properties:
     return header.properties
 
 
-def encode_properties(properties: commands.Basic.Properties) -> bytes:
-    """Basic.Properties as flags and values (for a message the broker itself changes)."""
-    return properties.marshal()
-
-
 def decode_table(data: bytes) -> dict[str, Any]:
     """A field table without its length prefix (AMQPLAIN's response) as a dict."""
     return decode.field_table(struct.pack(">I", len(data)) + data)[1]

@@ -3,18 +3,16 @@ the few property values the broker reads itself (decoded once, only when present
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
-from xroute.amqp.errors import PRECONDITION_FAILED, AMQPError
-from xroute.amqp.frames import (
-    FLAG_EXPIRATION,
-    FLAG_HEADERS,
-    FLAG_PRIORITY,
-    FLAG_USER_ID,
-    FLAGS_READ,
-    decode_properties,
-    property_flags,
-)
+from xroute.amqp.errors import PRECONDITION_FAILED, SYNTAX_ERROR, AMQPError
+from xroute.amqp.frames import FLAGS_READ, decode_properties, property_flags
+from xroute.amqp.properties import read_properties
+
+# The properties the broker itself reads, and the ones exchange types route on.
+_READ = ("headers", "priority", "expiration", "user_id")
+ROUTING_PROPERTIES = ("message_id", "correlation_id", "timestamp")
 
 
 class Message:
@@ -34,6 +32,7 @@ class Message:
         "expiration",
         "user_id",
         "bcc",
+        "has_bcc",
     )
 
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes) -> None:
@@ -45,20 +44,32 @@ class Message:
         self.priority: int | None = None
         self.expiration: int | None = None  # milliseconds
         self.user_id: str | None = None
-        self.bcc: list[Any] = []
+        # The BCC header as published (stripped from the properties): its keys route the
+        # message too; a BCC that is not an array is refused when the message is routed.
+        self.bcc: Any = []
+        self.has_bcc = False
         if property_flags(properties) & FLAGS_READ:
-            self._read(decode_properties(properties))
+            self._read()
 
-    def _read(self, decoded: Any) -> None:
-        flags = property_flags(self.properties)
-        if flags & FLAG_HEADERS and decoded.headers:
-            self.headers = dict(decoded.headers)
-        if flags & FLAG_PRIORITY:
-            self.priority = decoded.priority
-        if flags & FLAG_USER_ID:
-            self.user_id = decoded.user_id
-        if flags & FLAG_EXPIRATION:
-            self.expiration = parse_expiration(decoded.expiration)
+    def _read(self) -> None:
+        try:
+            found = read_properties(self.properties, _READ)
+        except (ValueError, IndexError, struct.error) as error:
+            raise AMQPError(SYNTAX_ERROR, f"malformed content header: {error}") from None
+        self.headers = found.get("headers") or {}
+        self.priority = found.get("priority")
+        self.user_id = found.get("user_id")
+        if "expiration" in found:
+            self.expiration = parse_expiration(found["expiration"])
+
+    def read(self, name: str) -> Any:
+        """One property's value as published (None when absent)."""
+        return read_properties(self.properties, (name,)).get(name)
+
+    def routing_properties(self) -> dict[str, Any]:
+        """The properties exchange types route on (``message_id``, ``correlation_id``,
+        ``timestamp``), as `Topology.route` takes them."""
+        return read_properties(self.properties, ROUTING_PROPERTIES)
 
     @property
     def routing_keys(self) -> list[Any]:
@@ -67,10 +78,10 @@ class Message:
         cc = self.headers.get("CC")
         if isinstance(cc, list):
             keys += cc
-        return keys + self.bcc
+        return keys + (self.bcc if isinstance(self.bcc, list) else [])
 
     def decoded(self) -> Any:
-        """The properties as pamqp's Basic.Properties (decoded now)."""
+        """The properties as pamqp's Basic.Properties (decoded now, for the test view)."""
         return decode_properties(self.properties)
 
     def __repr__(self) -> str:

@@ -77,10 +77,12 @@ def hash_on(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
         if isinstance(value, bytes):
             value = value.decode("utf-8", "replace")
         if not isinstance(value, str):
+            # The plugin's hash_args has no clause but longstr: the declaration crashes the
+            # channel, and the connection closes with a bare INTERNAL_ERROR (every version).
             raise PreconditionFailed(
                 f"x-consistent-hash: {name} must be text, got {value!r}; RabbitMQ fails the "
-                "declaration"
-            )
+                "declaration (541)"
+            ).replying(541)
         found[name] = value
     if len(found) == 2:
         raise PreconditionFailed("hash-header and hash-property are mutually exclusive (406)")
