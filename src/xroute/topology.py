@@ -4,7 +4,6 @@ exchanges, the default exchange)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -183,9 +182,10 @@ class Topology:
         self._targets: dict[Destination, Destination] = {}
         # Policies of a definitions export, kept verbatim for the round trip.
         self.policies: list[dict[str, Any]] = []
-        # Exchanges of each plugin type, so that an edge knows without looking at every
-        # exchange whether routes need the message's properties or keep messages.
-        self._plugin_types: Counter[str] = Counter()
+        # Exchanges of the plugin types, and of x-recent-history: an edge asks on every message
+        # whether routes need its properties or keep it, without looking at every exchange.
+        self._plugin_exchanges = 0
+        self._history_exchanges = 0
         self._exchanges[DEFAULT_EXCHANGE] = Exchange(DEFAULT_EXCHANGE, "direct", None)
         for name, type_name in STANDARD_EXCHANGES.items():
             self.declare_exchange(name, type_name)
@@ -241,9 +241,15 @@ class Topology:
         self._exchanges[name] = Exchange(
             name, exchange_type, kind, durable, auto_delete, internal, arguments, alternate
         )
-        self._plugin_types[exchange_type] += exchange_type not in STANDARD_TYPES
+        self._count_type(exchange_type, 1)
         if self._route_cache is not None:
             self._route_cache.exchange_changed(name)
+
+    def _count_type(self, exchange_type: str, change: int) -> None:
+        if exchange_type not in STANDARD_TYPES:
+            self._plugin_exchanges += change
+        if exchange_type == "x-recent-history":
+            self._history_exchanges += change
 
     def declare_queue(
         self,
@@ -272,8 +278,7 @@ class Topology:
         for binding in list(self._bindings.values()):
             if binding.source == name or binding.destination == ("exchange", name):
                 self._remove(binding)
-        kind = self._exchanges.pop(name).type
-        self._plugin_types[kind] -= kind not in STANDARD_TYPES
+        self._count_type(self._exchanges.pop(name).type, -1)
         self._targets.pop(Destination("exchange", name), None)
         if self._route_cache is not None:
             self._route_cache.exchange_changed(name)
@@ -461,13 +466,13 @@ class Topology:
         ``correlation_id``, ``timestamp``): true once an exchange of a plugin type exists
         (consistent hash on a property, random); the standard types read only keys and
         headers."""
-        return any(self._plugin_types.values())
+        return self._plugin_exchanges > 0
 
     @property
     def keeps_history(self) -> bool:
         """Whether an ``x-recent-history`` exchange exists: messages must then be published
         with `publish` (which keeps them) rather than only routed."""
-        return self._plugin_types["x-recent-history"] > 0
+        return self._history_exchanges > 0
 
     @property
     def queues(self) -> Mapping[str, Queue]:

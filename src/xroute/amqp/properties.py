@@ -45,8 +45,19 @@ def decode_table(data: bytes, offset: int) -> tuple[dict[str, Any], int]:
 
 
 def encode_table(table: Mapping[str, Any]) -> bytes:
-    """A field table, its 32-bit length first."""
-    return encode.field_table(dict(table))
+    """A field table, its 32-bit length first (bytes as binary, as pika sends them)."""
+    return encode.field_table(_binary(dict(table)))
+
+
+def _binary(value: Any) -> Any:
+    # pamqp writes a bytearray as binary ('x') and knows no bytes.
+    if isinstance(value, bytes):
+        return bytearray(value)
+    if isinstance(value, dict):
+        return {k: _binary(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_binary(v) for v in value]
+    return value
 
 
 def spans(data: bytes) -> dict[str, tuple[int, int]]:

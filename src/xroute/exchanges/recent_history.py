@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from xroute.erlang.terms import format_term
 from xroute.errors import PreconditionFailed
 from xroute.exchanges.fanout import FanoutExchange
 from xroute.model import Binding, Destination
@@ -50,10 +51,11 @@ def history_length(arguments: Mapping[str, Any]) -> int:
     anything but a positive integer."""
     value = arguments.get(LENGTH, DEFAULT_LENGTH)
     if type(value) is not int or value <= 0:
+        shown = format_term(value.encode() if isinstance(value, str) else value)
         raise PreconditionFailed(
             f"{LENGTH} must be a positive integer, got {value!r}; RabbitMQ refuses the "
             "declaration (406)"
-        )
+        ).replying(406, f"Invalid argument {shown}, '{LENGTH}' must be a positive integer")
     return value
 
 
