@@ -223,7 +223,9 @@ def test_an_absent_vhost_is_refused_when_the_export_names_its_vhosts():
 
 def test_deep_and_cyclic_binding_arguments_and_headers_are_typed_errors():
     t = topology()
-    for value in (_nested(5_000, 1), _cyclic("list"), _cyclic("dict"), _wide(40)):
+    # Deep nesting alone is no error: RabbitMQ takes it (issue 35), and so does xroute.
+    t.route("h", "", {"k": _nested(5_000, 1)})
+    for value in (_cyclic("list"), _cyclic("dict"), _wide(40)):
         with pytest.raises(InvalidHeaders):
             t.route("h", "", {"k": value})
         with pytest.raises(InvalidHeaders):

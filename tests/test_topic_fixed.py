@@ -93,8 +93,22 @@ def test_long_keys_are_refused(matcher):
         matcher.match("é" * 128)  # 256 bytes, 128 characters
 
 
-@pytest.mark.parametrize("bad", [None, 7, b"a.b", ["a"], "\udcff"])
+def test_keys_that_are_not_utf8_are_bytes(matcher):
+    # A routing key of bytes that are not UTF-8 (from the wire, as surrogate escapes) is a
+    # key: its words match wildcards, and only the same bytes.
+    matcher.add("a.*", "star")
+    matcher.add("a.\udcff", "literal")
+    assert matcher.match("a.\udcff") == {"star", "literal"}
+    assert matcher.match("a.\udcfe") == {"star"}
+    assert matcher.match("\udcff" * 255) == frozenset()
+    with pytest.raises(InvalidRoutingKey, match="256 bytes"):
+        matcher.match("\udcff" * 256)
+
+
+@pytest.mark.parametrize("bad", [None, 7, b"a.b", ["a"], "\ud800", "\udc7f"])
 def test_non_text_keys_are_refused(matcher, bad):
+    # Lone surrogates that stand for no byte are refused; "\udcff" (the byte 0xff as a
+    # surrogate escape) is a key (test_keys_that_are_not_utf8_are_bytes).
     with pytest.raises(InvalidRoutingKey) as caught:
         matcher.match(bad)
     assert caught.value.key is bad

@@ -156,12 +156,30 @@ class InvalidArguments(XRouteError, ValueError):
 
 class InvalidHeaders(XRouteError, TypeError):
     """Message headers of the wrong shape: a non-dict, a non-text name, an unsupported value
-    type, or a ``CC``/``BCC`` header that is not a list of strings."""
+    type, or a ``CC``/``BCC`` header that is not an array. ``erlang_reason``, when set, is
+    the reason RabbitMQ names in its 406 (``{unacceptable_type_in_header,"BCC",void}``)."""
 
-    def __init__(self, message: str, name: Any = None, value: Any = None) -> None:
+    def __init__(
+        self, message: str, name: Any = None, value: Any = None, erlang_reason: str | None = None
+    ) -> None:
         super().__init__(message)
         self.name = name
         self.value = value
+        self.erlang_reason = erlang_reason
+
+
+class InvalidFieldValue(InvalidHeaders, ValueError):
+    """A value no AMQP field can carry: an integer outside its typed width, a float that is
+    not finite, a value of a type with no AMQP field type. ``name`` is the type asked for."""
+
+
+class FieldTableError(XRouteError, ValueError):
+    """Bytes that are not a well-formed AMQP field table: an unknown type code, a length
+    past the end, nesting past the limit. ``offset`` is where the decoder stopped."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.offset = offset
 
 
 class PreconditionFailed(XRouteError, ValueError):

@@ -1,25 +1,28 @@
-"""Message headers and binding arguments as Python values: validation, and the typed equality
-that the headers exchange uses, measured against RabbitMQ (docs/semantics.md).
+"""Message headers and binding arguments: validation, and the typed equality that the headers
+exchange uses, measured against RabbitMQ (docs/semantics.md).
 
-A header table arrives as an AMQP client decodes it (pika, py-amqp): longstr as ``str`` (or
-``bytes`` when it is not UTF-8), binary as ``bytes``, timestamp as ``datetime``, decimal as
-``Decimal``, array as ``list``, table as ``dict``. `canonical` turns each value into a hashable
-form that is equal exactly when RabbitMQ's comparison is:
+A value has the AMQP type it travels as (`xroute.values`): an explicit typed value
+(``short(1)``, ``binary(b"x")``...) says it, a plain Python value has the type pika gives it
+(`xroute.values.PIKA`: ``str`` a longstr, ``bytes`` a binary, ``int`` a signed int or a long,
+``float`` a double, ``datetime`` a timestamp, ``Decimal`` a decimal, ``list`` an array,
+``dict`` a table, ``None`` void). `canonical` turns a value into a hashable form that is equal
+exactly when RabbitMQ's comparison (``==`` on its terms) is:
 
-- at the top of a table, RabbitMQ compares values, not types: integers of any width are equal,
-  a timestamp equals the integer of its seconds, ``str`` and ``bytes`` holding the same UTF-8
-  are equal; a float never equals an integer (RabbitMQ 4.x), a decimal only a decimal of the
-  same scale and digits (``1.0`` is not ``1``);
+- at the top of a table RabbitMQ compares the values alone: integers of any width are equal, a
+  timestamp equals the integer of its seconds, a longstr and a binary holding the same bytes
+  are equal, a float32 equals the double of its value; a float never equals an integer
+  (RabbitMQ 4.x), a decimal only a decimal of the same scale and digits (``1.0`` is not ``1``);
 - an empty table equals an empty array at the top, and only there;
-- inside arrays and tables RabbitMQ also compares the AMQP type: a timestamp is no longer an
-  integer; nested tables compare field by field in order. The integer and float widths and
-  longstr/binary, which Python values do not keep, are compared by value (the one known
-  difference, docs/semantics.md).
+- inside arrays and tables each element is a ``{Type, Value}`` pair, so the type counts too:
+  ``[short(1)]`` is not ``[1]`` (a signed int), ``[b"abc"]`` (binary) is not ``["abc"]``;
+  nested tables compare field by field in their order.
+
+Nesting has no limit of its own, as in RabbitMQ (a frame holds tens of thousands of levels):
+containers are walked without recursion, within `MAX_FIELDS` fields a value.
 """
 
 from __future__ import annotations
 
-import calendar
 import math
 from collections.abc import Mapping
 from datetime import datetime
@@ -29,31 +32,18 @@ from typing import Any
 from xroute.errors import InvalidHeaders
 from xroute.errors import short_repr as _short
 from xroute.keys import MAX_KEY_BYTES
+from xroute.values import TypedValue, datetime_seconds, field_type, longstr
 
 Canonical = tuple
 VOID: Canonical = ("void",)
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # an AMQP long-long
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _TIMESTAMP_MAX = 2**64 - 1  # an AMQP timestamp: unsigned 64-bit seconds since the epoch
 _DECIMAL_SCALE_MAX = 255  # an AMQP decimal: an octet of scale ...
-_DECIMAL_MIN, _DECIMAL_MAX = -(2**31), 2**31 - 1  # ... and a signed 32-bit unscaled value
-# Arrays and tables may nest, and RabbitMQ sets no depth of its own; no real header comes near
-# this, and it keeps validation far below Python's recursion limit (Spark workers included).
-MAX_NESTING = 32
+_DECIMAL_MIN, _DECIMAL_MAX = -(2**31), 2**32 - 1  # ... and 32 bits of digits
 # A content header fits in one frame (frame_max, 128 KiB by default) and every value takes at
 # least a byte: no value of a real message holds more fields than this.
 MAX_FIELDS = 131_072
-
-
-class _Walk:
-    """One validation of one top-level value: its name (for errors), the fields left in its
-    budget, and the containers on the current path (to name a cycle)."""
-
-    __slots__ = ("name", "budget", "path")
-
-    def __init__(self, name: Any) -> None:
-        self.name = name
-        self.budget = MAX_FIELDS
-        self.path: set[int] = set()
 
 
 def canonical(value: Any, name: str = "?") -> Canonical:
@@ -61,11 +51,11 @@ def canonical(value: Any, name: str = "?") -> Canonical:
 
     Raises `InvalidHeaders`, naming the value, for what an AMQP table cannot carry or RabbitMQ
     refuses: an unsupported type, an integer beyond 64 bits, NaN or infinity, a timestamp before
-    1970, a decimal beyond its scale octet or 32-bit digits, nesting deeper than `MAX_NESTING`,
-    more than `MAX_FIELDS` fields, or a structure that contains itself.
+    1970, a decimal beyond its scale octet or 32-bit digits, more than `MAX_FIELDS` fields, or
+    a structure that contains itself.
     """
     kind = type(value)
-    # Scalars first, without the walk's bookkeeping: the hot path of every headers route.
+    # Plain scalars first, without the walk's bookkeeping: the hot path of every headers route.
     if kind is str:
         return ("str", value)
     if kind is bool:
@@ -76,89 +66,137 @@ def canonical(value: Any, name: str = "?") -> Canonical:
         return ("float", value)
     if value is None:
         return VOID
-    return _value(value, _Walk(name), 0)
+    if kind is list or kind is tuple or isinstance(value, Mapping):
+        if not value and kind is not list and kind is not tuple:
+            # At the top RabbitMQ compares the bare terms, an empty list for both: {} equals
+            # []. Inside arrays and tables their types differ, so they do not.
+            return ("array", ())
+        return _container(value, name)
+    if isinstance(value, TypedValue):
+        if isinstance(value, int):  # every integer width, and timestamp: its seconds
+            return ("int", int(value))
+        if isinstance(value, float):
+            return ("float", float(value))
+        return _text_or_bytes(bytes(value))
+    if kind is bytes or kind is bytearray:
+        # At the top a binary equals a longstr of the same bytes (both Erlang binaries).
+        return _text_or_bytes(bytes(value))
+    if isinstance(value, datetime):  # pandas' Timestamp too
+        return ("int", _timestamp(value, name))
+    if kind is float:
+        raise _not_finite(value, name)
+    if kind is Decimal:
+        return _decimal(value, name)
+    raise _unsupported(value, name)
 
 
-def _value(value: Any, walk: _Walk, depth: int) -> Canonical:
+def _text_or_bytes(raw: bytes) -> Canonical:
+    try:
+        return ("str", raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return ("bytes", raw)
+
+
+def _element(value: Any, name: Any) -> Canonical:
+    """An element of an array or table, as RabbitMQ's ``{Type, Value}`` pair."""
     kind = type(value)
     if kind is str:
-        return ("str", value)
+        return ("longstr", value.encode("utf-8", "surrogateescape"))
     if kind is bool:
         return ("bool", value)
     if kind is int:
-        return ("int", _checked_int(value, walk.name))
+        _checked_int(value, name)
+        return ("signedint" if _INT32_MIN <= value <= _INT32_MAX else "long", value)
     if kind is float:
         if not math.isfinite(value):
-            # RabbitMQ closes the connection (541) on a NaN or infinite header.
-            raise InvalidHeaders(
-                f"header {walk.name!r}: {value!r} is not a finite number; RabbitMQ refuses it",
-                walk.name,
-                value,
-            )
-        return ("float", value)
+            raise _not_finite(value, name)
+        return ("double", value)
     if value is None:
         return VOID
+    if isinstance(value, TypedValue):
+        builtin = value._builtin
+        return (value.amqp_type, builtin(value))
     if kind is bytes or kind is bytearray:
-        try:
-            return ("str", bytes(value).decode("utf-8"))
-        except UnicodeDecodeError:
-            return ("bytes", bytes(value))
-    if isinstance(value, datetime):  # pandas' Timestamp too
-        # Inside arrays and tables the type counts: a timestamp is not an integer there.
-        seconds = _timestamp(value, walk.name)
-        return ("int", seconds) if depth == 0 else ("timestamp", seconds)
+        return ("binary", bytes(value))
+    if isinstance(value, datetime):
+        return ("timestamp", _timestamp(value, name))
     if kind is Decimal:
-        return _decimal(value, walk.name)
-    if kind is list or kind is tuple or isinstance(value, Mapping):
-        return _container(value, walk, depth)
-    raise InvalidHeaders(
-        f"header {walk.name!r}: a value of type {kind.__name__} ({_short(value)}) cannot be "
-        "carried in an AMQP table; use str, bytes, int, float, bool, None, datetime, Decimal, "
-        "list or dict",
-        walk.name,
-        value,
+        return _decimal(value, name)
+    raise _unsupported(value, name)
+
+
+def _container(value: Any, name: Any) -> Canonical:
+    """An array or table: its kind, and its contents flattened in order, each nested
+    container marked by its kind and size, each table field preceded by its name. Flat, the
+    form is built without recursion, and hashed and compared without it too (a nested tuple
+    10,000 deep would overflow the interpreter's stack when hashed)."""
+    budget = MAX_FIELDS - len(value)
+    on_path = {id(value)}
+    flat: list[Any] = []
+    stack: list[tuple[Any, int]] = [(_items(value), id(value))]
+    while stack:
+        items, marker = stack[-1]
+        item = next(items, _DONE)
+        if item is _DONE:
+            stack.pop()
+            on_path.discard(marker)
+            continue
+        field, element = item
+        if field is not None:
+            flat.append(("=", check_field_name(field)))
+        if type(element) is list or type(element) is tuple or isinstance(element, Mapping):
+            budget -= len(element)
+            if budget < 0:
+                raise InvalidHeaders(
+                    f"header {name!r}: more than {MAX_FIELDS} fields, more than an AMQP frame "
+                    "carries", name, value,
+                )
+            if id(element) in on_path:
+                raise InvalidHeaders(
+                    f"header {name!r}: the value contains itself (a cyclic structure)",
+                    name, value,
+                )
+            on_path.add(id(element))
+            flat.append(("[", _kind(element), len(element)))
+            stack.append((_items(element), id(element)))
+            continue
+        flat.append(_element(element, name))
+    if budget < 0:
+        raise InvalidHeaders(
+            f"header {name!r}: more than {MAX_FIELDS} fields, more than an AMQP frame carries",
+            name, value,
+        )
+    return (_kind(value), tuple(flat))
+
+
+_DONE = object()
+
+
+def _kind(container: Any) -> str:
+    return "table" if isinstance(container, Mapping) else "array"
+
+
+def _items(container: Any) -> Any:
+    if isinstance(container, Mapping):
+        return iter(container.items())
+    return ((None, element) for element in container)
+
+
+def _not_finite(value: float, name: Any) -> InvalidHeaders:
+    # RabbitMQ closes the connection (541) on a NaN or infinite header.
+    return InvalidHeaders(
+        f"header {name!r}: {value!r} is not a finite number; RabbitMQ refuses it", name, value
     )
 
 
-def _container(value: Any, walk: _Walk, depth: int) -> Canonical:
-    if depth >= MAX_NESTING:
-        raise InvalidHeaders(
-            f"header {walk.name!r}: arrays and tables nest deeper than {MAX_NESTING} levels",
-            walk.name,
-            value,
-        )
-    walk.budget -= len(value)
-    if walk.budget < 0:
-        raise InvalidHeaders(
-            f"header {walk.name!r}: more than {MAX_FIELDS} fields, more than an AMQP frame "
-            "carries",
-            walk.name,
-            value,
-        )
-    marker = id(value)
-    if marker in walk.path:
-        raise InvalidHeaders(
-            f"header {walk.name!r}: the value contains itself (a cyclic structure)",
-            walk.name,
-            value,
-        )
-    walk.path.add(marker)
-    try:
-        if isinstance(value, Mapping):
-            if not value and depth == 0:
-                # At the top RabbitMQ compares the bare terms, an empty list for both: {} equals
-                # []. Inside arrays and tables their types differ, so they do not.
-                return ("array", ())
-            # Nested tables compare field by field in their order, as RabbitMQ's do.
-            return (
-                "table",
-                tuple(
-                    (check_field_name(k), _value(v, walk, depth + 1)) for k, v in value.items()
-                ),
-            )
-        return ("array", tuple(_value(item, walk, depth + 1) for item in value))
-    finally:
-        walk.path.discard(marker)
+def _unsupported(value: Any, name: Any) -> InvalidHeaders:
+    return InvalidHeaders(
+        f"header {name!r}: a value of type {type(value).__name__} ({_short(value)}) cannot be "
+        "carried in an AMQP table; use str, bytes, int, float, bool, None, datetime, Decimal, "
+        "list, dict or a typed value of xroute.values",
+        name,
+        value,
+    )
 
 
 def _checked_int(value: int, name: Any) -> int:
@@ -171,7 +209,7 @@ def _checked_int(value: int, name: Any) -> int:
 
 def _timestamp(value: datetime, name: Any) -> int:
     # As the clients encode it: a naive datetime is UTC, and the fraction of a second is dropped.
-    seconds = calendar.timegm(value.utctimetuple())
+    seconds = datetime_seconds(value)
     if not 0 <= seconds <= _TIMESTAMP_MAX:
         raise InvalidHeaders(
             f"header {name!r}: timestamp {value.isoformat()} is before 1970; an AMQP timestamp "
@@ -183,8 +221,9 @@ def _timestamp(value: datetime, name: Any) -> int:
 
 
 def _decimal(value: Decimal, name: Any) -> Canonical:
-    # An AMQP decimal is (scale, unscaled): 1.50 is (2, 150); RabbitMQ compares both, so 1.5,
+    # An AMQP decimal is (scale, digits): 1.50 is (2, 150); RabbitMQ compares both, so 1.5,
     # 1.50 and 1 are three different values. A positive exponent (1E+2) is sent at scale 0.
+    # RabbitMQ reads the 32 bits of digits unsigned: a client's -1 arrives as 4294967295.
     sign, digits, exponent = value.as_tuple()
     if not isinstance(exponent, int):
         raise InvalidHeaders(
@@ -201,7 +240,7 @@ def _decimal(value: Decimal, name: Any) -> Canonical:
             name,
             value,
         )
-    return ("decimal", scale, unscaled)
+    return ("decimal", scale, unscaled & 0xFFFFFFFF)
 
 
 def check_field_name(name: Any) -> str:
@@ -229,31 +268,37 @@ def check_headers(headers: Any) -> dict[str, Any]:
 
 
 def sender_selected_keys(headers: Mapping[str, Any], name: str) -> list[str]:
-    """The routing keys in a ``CC`` or ``BCC`` header, as RabbitMQ reads them.
+    """The routing keys in a ``CC`` or ``BCC`` header, as RabbitMQ reads them
+    (``rabbit_basic:header_routes``).
 
-    The header must be an array (else `InvalidHeaders`, as RabbitMQ refuses the message); only
-    its text (longstr) elements are keys, of any length; other elements are skipped. A ``bytes``
-    element that is UTF-8 is binary and skipped; one that is not UTF-8 is a longstr a client
-    could not decode: it is a key, its bytes kept as surrogate escapes (matching only
-    wildcards, and no text binding key).
+    The header must be an array (else `InvalidHeaders`, as RabbitMQ refuses the message with
+    406, void included); only its longstr elements are keys, of any length (a ``str``, or a
+    `xroute.values.longstr`, whose bytes that are not UTF-8 are kept as surrogate escapes);
+    elements of every other type, binary (``bytes``) included, are skipped.
     """
-    keys = headers.get(name)
-    if keys is None and name not in headers:
+    if name not in headers:
         return []
-    if not isinstance(keys, (list, tuple)):
+    keys = headers[name]
+    if type(keys) is not list and type(keys) is not tuple:
+        kind = _field_type_name(keys)
         raise InvalidHeaders(
-            f"header {name!r} must be an array of routing keys, got {type(keys).__name__} "
+            f"header {name!r} must be an array of routing keys, got {kind} "
             f"({_short(keys)})",
             name,
             keys,
+            erlang_reason=f'{{unacceptable_type_in_header,"{name}",{kind}}}',
         )
     out = []
     for key in keys:
         if type(key) is str:
             out.append(key)
-        elif type(key) is bytes or type(key) is bytearray:
-            try:
-                bytes(key).decode("utf-8")
-            except UnicodeDecodeError:
-                out.append(bytes(key).decode("utf-8", "surrogateescape"))
+        elif type(key) is longstr:
+            out.append(bytes(key).decode("utf-8", "surrogateescape"))
     return out
+
+
+def _field_type_name(value: Any) -> str:
+    try:
+        return field_type(value)
+    except InvalidHeaders:
+        return type(value).__name__

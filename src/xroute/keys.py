@@ -23,12 +23,21 @@ def _problem(text: Any) -> str | None:
         if text.isascii():
             return None
     try:
-        size = len(text.encode("utf-8"))
+        # Bytes that are not UTF-8 come from the wire as surrogate escapes
+        # (``bytes.decode("utf-8", "surrogateescape")``): RabbitMQ takes any bytes in a
+        # routing key, so they count as the bytes they stand for.
+        size = len(text.encode("utf-8", "surrogateescape"))
     except UnicodeEncodeError:
-        return "not valid UTF-8 text (it holds a lone surrogate)"
+        return "not valid UTF-8 text (it holds a lone surrogate that stands for no byte)"
     if size > MAX_KEY_BYTES:
         return f"{size} bytes in UTF-8, more than {MAX_KEY_BYTES}"
     return None
+
+
+def key_bytes(text: str) -> bytes:
+    """A routing key or binding key as the bytes it travels as (surrogate escapes as the bytes
+    they stand for)."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def arrow_keys_fit(keys: Any) -> bool:

@@ -134,7 +134,7 @@ def check_properties(properties: Any) -> dict[str, Any]:
     if stamp is not None and not isinstance(stamp, datetime):
         if isinstance(stamp, str) and stamp.isdigit():
             stamp = checked["timestamp"] = int(stamp)
-        if type(stamp) is not int or not 0 <= stamp < 2**64:
+        if not isinstance(stamp, int) or isinstance(stamp, bool) or not 0 <= stamp < 2**64:
             raise InvalidArguments(
                 f"the timestamp property is seconds since 1970 (an integer) or a datetime, got "
                 f"{short_repr(stamp)}",

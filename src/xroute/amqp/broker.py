@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import errno
+import logging
+import resource
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,6 +21,16 @@ from xroute.topology import Topology
 
 T = TypeVar("T")
 DEFAULT_USERS = {"guest": "guest"}
+log = logging.getLogger(__name__)
+
+
+def _connection_budget() -> int:
+    """How many connections the process's descriptor limit leaves room for: the soft limit
+    less a reserve for the listening socket, logs, and what the process opens itself."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    return max(1, soft - max(24, soft // 8))
 
 
 class BrokerNotRunning(XRouteError, RuntimeError):
@@ -28,6 +41,11 @@ class Broker:
     """An AMQP 0-9-1 broker in memory, on asyncio; routing is `Topology`'s.
 
     Nothing is persisted: messages, queues and declarations live as long as the broker.
+    It meets hostile and broken clients as RabbitMQ does (docs/amqp.md): a login and open
+    within ``handshake_timeout`` seconds, ``guest`` (``loopback_users``) only from loopback,
+    no blank passwords, deliveries that wait for a slow consumer's socket, and with
+    ``memory_limit`` (bytes of messages held) publishers blocked by ``connection.blocked``
+    until consumers catch up.
     ``rabbitmq="3.10"`` (a profile of `xroute.profiles.VERSIONS`) routes and replies as that
     version where versions differ; the default follows RabbitMQ 4.3.
 
@@ -48,6 +66,10 @@ class Broker:
         heartbeat: int = 60,
         record: bool = True,
         rabbitmq: str | None = None,
+        handshake_timeout: float = 10.0,
+        memory_limit: int | None = None,
+        loopback_users: Iterable[str] = ("guest",),
+        silent_close_delay: float = 3.0,
     ) -> None:
         if topology is not None and definitions is not None:
             raise XRouteError("give a topology or definitions, not both")
@@ -65,7 +87,17 @@ class Broker:
         self.port = port
         self.vhost = VirtualHost(vhost, topology)
         self.users = dict(users if users is not None else DEFAULT_USERS)
+        # As RabbitMQ's loopback_users: these log in only from the machine itself.
+        self.loopback_users = frozenset(loopback_users)
         self.heartbeat = heartbeat
+        self.handshake_timeout = handshake_timeout
+        self.silent_close_delay = silent_close_delay
+        if memory_limit is not None and memory_limit <= 0:
+            raise XRouteError(f"memory_limit must be a positive number of bytes, not {memory_limit}")
+        self.vhost.memory.limit = memory_limit
+        self.vhost.memory.on_alarm = self._memory_alarm
+        self.max_connections = _connection_budget()
+        self._out_of_descriptors = False
         self.record = record  # keep acks and nacks for the test view (RECORD_LIMIT of them)
         self.rabbitmq = rabbitmq  # the profile (xroute.profiles) its topology routes and replies as
         self.connections: set[Any] = set()
@@ -97,6 +129,7 @@ class Broker:
         from xroute.amqp.connection import Connection
 
         self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(self._loop_exception)
         self.vhost.attach(self.loop)
         self._server = await self.loop.create_server(
             lambda: Connection(self), self.host, self.port, reuse_address=True
@@ -121,6 +154,51 @@ class Broker:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.stop_async()
+
+    # ------------------------------------------------------------------ protection
+
+    def admitted(self, connection: Any) -> None:
+        """A connection was accepted: if the open connections near the process's limit of
+        file descriptors, one that has not logged in is dropped to make room (a port scan or
+        a flood of silent sockets must not lock healthy clients out): the oldest that has
+        sent nothing, else the oldest still in its handshake; with none to drop, the
+        newcomer."""
+        self._out_of_descriptors = False
+        excess = len(self.connections) - self.max_connections
+        if excess <= 0:
+            self._evicting = False
+            return
+        if not self._evicting:  # one line an episode, not one a connection
+            self._evicting = True
+            log.warning("xroute.amqp: %d connections, the most the descriptor limit allows; "
+                        "dropping those that have not logged in", len(self.connections))
+        waiting = [c for c in self.connections if c.pre_open and c is not connection]
+        # Sets keep no order: the connections' serial numbers say which came first.
+        waiting.sort(key=lambda c: (c.spoke, c.serial))
+        for victim in (waiting + [connection])[:excess]:
+            victim._abort()
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        # asyncio retries accept() a second after running out of descriptors, logging a
+        # traceback every time; one line per episode says it.
+        error = context.get("exception")
+        if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+            if not self._out_of_descriptors:
+                self._out_of_descriptors = True
+                log.error("xroute.amqp: out of file descriptors (%s); new connections wait "
+                          "until some close", error.strerror)
+            return
+        loop.default_exception_handler(context)
+
+    def _memory_alarm(self, on: bool) -> None:
+        memory = self.vhost.memory
+        if on:
+            log.warning("xroute.amqp: memory alarm: %d bytes of messages held, over the "
+                        "limit of %d; publishers are blocked", memory.held, memory.limit)
+            return
+        log.warning("xroute.amqp: memory alarm cleared (%d bytes held)", memory.held)
+        for connection in list(self.connections):
+            connection.unblocked()
 
     # ------------------------------------------------------------------ thread
 

@@ -10,6 +10,8 @@ from pamqp import commands as c
 
 from xroute.amqp.errors import (
     ACCESS_REFUSED,
+    NO_METHOD,
+    PUBLISH_METHOD,
     COMMAND_INVALID,
     NO_ROUTE,
     NOT_ALLOWED,
@@ -20,6 +22,7 @@ from xroute.amqp.errors import (
     not_found,
 )
 from xroute.amqp.frames import (
+    BASIC_CLASS,
     ack_frame,
     content_frames,
     deliver_frame,
@@ -35,6 +38,11 @@ from xroute.topology import DEFAULT_EXCHANGE
 if TYPE_CHECKING:
     from xroute.amqp.connection import Connection
     from xroute.amqp.queues import BrokerQueue
+
+# RabbitMQ's command assembler (rabbit_command_assembler) on content out of turn.
+_EXPECTED_METHOD = "expected method frame, got non method frame instead"
+_EXPECTED_HEADER = "expected content header for class 60, got non content header frame instead"
+_EXPECTED_BODY = "expected content body, got non content body frame instead"
 
 # RabbitMQ 4.x's default max_message_size; 3.x's was 128 MiB (the vhost's profile chooses).
 MAX_MESSAGE_SIZE = 16 * 1024 * 1024
@@ -59,13 +67,16 @@ class Consumer:
         self.exclusive = exclusive
 
     def has_credit(self) -> bool:
-        """Whether the queue may deliver to this consumer now (its and its channel's qos)."""
-        if self.no_ack:
-            return True
-        if self.prefetch and self.unacked >= self.prefetch:
-            return False
+        """Whether the queue may deliver to this consumer now: its and its channel's qos,
+        and room in its connection's socket (a consumer that stops reading gets no more
+        than its prefetch and one socket buffer; the others are served meanwhile)."""
         channel = self.channel
-        return not channel.global_prefetch or len(channel.unacked) < channel.global_prefetch
+        if not self.no_ack:
+            if self.prefetch and self.unacked >= self.prefetch:
+                return False
+            if channel.global_prefetch and len(channel.unacked) >= channel.global_prefetch:
+                return False
+        return channel.connection.may_deliver()
 
     def deliver(self, item: QueuedMessage) -> None:
         self.channel.deliver(self, item)
@@ -114,6 +125,7 @@ class Channel:
         self._body: list[bytes] = []
         self._received = 0
         self._header_seen = False
+        self._overflowed = False  # the body ran past its header's size
         self._handlers: dict[type, Callable[[Any], Any]] = {
             c.Channel.Flow: self._flow,
             c.Exchange.Declare: self._exchange_declare,
@@ -146,11 +158,10 @@ class Channel:
     def handle(self, method: Any) -> None:
         """Run one method; raises `AMQPError` for the connection to close us (or itself)."""
         if self._publish is not None:
-            self._publish = None
-            raise AMQPError(
-                UNEXPECTED_FRAME,
-                "expected content header for class 60, got non content header frame instead",
-            )
+            # As RabbitMQ's command assembler: content was expected, a method came.
+            expected = _EXPECTED_BODY if self._header_seen else _EXPECTED_HEADER
+            self._abandon_publish()
+            raise AMQPError(UNEXPECTED_FRAME, expected, where=PUBLISH_METHOD)
         handler = self._handlers.get(type(method))
         if handler is None:
             raise AMQPError(COMMAND_INVALID, "unimplemented method")
@@ -164,14 +175,27 @@ class Channel:
             self.send(reply)
 
     def content_header(self, payload: bytes) -> None:
+        """A content header frame: the properties and size of the message being published."""
         if self._publish is None:
-            raise AMQPError(UNEXPECTED_FRAME, "expected method frame, got content header")
+            raise AMQPError(UNEXPECTED_FRAME, _EXPECTED_METHOD, where=NO_METHOD)
         if self._header_seen:
-            raise AMQPError(UNEXPECTED_FRAME, "expected content body, got content header")
-        class_id, body_size, properties = split_content_header(payload)
+            self._abandon_publish()
+            raise AMQPError(UNEXPECTED_FRAME, _EXPECTED_BODY, where=PUBLISH_METHOD)
+        class_id, weight, body_size, properties = split_content_header(payload)
+        if weight != 0:
+            self._abandon_publish()
+            raise AMQPError(UNEXPECTED_FRAME, _EXPECTED_HEADER, where=PUBLISH_METHOD)
+        if class_id != BASIC_CLASS:
+            self._abandon_publish()
+            raise AMQPError(
+                UNEXPECTED_FRAME,
+                f"expected content header for class {BASIC_CLASS}, got one for class "
+                f"{class_id} instead",
+                where=PUBLISH_METHOD,
+            )
         limit = MAX_MESSAGE_SIZE_3X if self.vhost.rabbitmq_3x else MAX_MESSAGE_SIZE
         if body_size > limit:
-            self._publish = None
+            self._abandon_publish()
             raise AMQPError(
                 PRECONDITION_FAILED,
                 f"message size {body_size} is larger than configured max size {limit}",
@@ -183,12 +207,38 @@ class Channel:
             self._finish_publish()
 
     def content_body(self, payload: bytes) -> None:
+        """A content body frame: the next part of the message being published."""
         if not self._header_seen:
-            raise AMQPError(UNEXPECTED_FRAME, "expected method frame, got content body")
+            if self._publish is not None:
+                self._abandon_publish()
+                raise AMQPError(UNEXPECTED_FRAME, _EXPECTED_HEADER, where=PUBLISH_METHOD)
+            raise AMQPError(UNEXPECTED_FRAME, _EXPECTED_METHOD, where=NO_METHOD)
+        received = self._received + len(payload)
+        self._received = received
+        if self._overflowed:
+            return
+        if received > self._body_size:
+            # RabbitMQ's assembler counts down past zero and never completes: the message is
+            # not delivered, and the next frame that is not a body is a 505. Nothing more of
+            # it is kept here.
+            self._overflowed = True
+            self.vhost.memory.release(received - len(payload))
+            self._body = []
+            return
         self._body.append(payload)
-        self._received += len(payload)
-        if self._received >= self._body_size:
+        self.vhost.memory.hold(len(payload))
+        if received == self._body_size:
             self._finish_publish()
+
+    def _abandon_publish(self) -> None:
+        """Forget the message being published (its channel closes, or its frames were wrong)."""
+        if not self._overflowed:
+            self.vhost.memory.release(sum(len(part) for part in self._body))
+        self._publish = None
+        self._body = []
+        self._received = 0
+        self._header_seen = False
+        self._overflowed = False
 
     # ------------------------------------------------------------------ frames out
 
@@ -209,11 +259,12 @@ class Channel:
     def deliver(self, consumer: Consumer, item: QueuedMessage) -> None:
         """Send ``item`` to ``consumer`` (called by its queue)."""
         tag = self.next_tag()
+        message = item.message
         if not consumer.no_ack:
             self.unacked[tag] = Unacked(tag, consumer.queue, item, consumer)
             consumer.unacked += 1
             consumer.queue.unacked += 1
-        message = item.message
+            self.vhost.memory.hold(message.size)
         self.connection.write_many(
             [deliver_frame(self.number, consumer.tag, tag, item.redelivered,
                            message.exchange, message.routing_key)]
@@ -230,7 +281,7 @@ class Channel:
 
     def release(self) -> None:
         """The channel closes: requeue what it had unacked and drop its consumers."""
-        self._publish = None
+        self._abandon_publish()
         for consumer in list(self.consumers.values()):
             consumer.queue.remove_consumer(consumer)
         self.consumers.clear()
@@ -398,10 +449,11 @@ class Channel:
         if item is None:
             return c.Basic.GetEmpty()
         tag = self.next_tag()
+        message = item.message
         if not m.no_ack:
             self.unacked[tag] = Unacked(tag, queue, item, None)
             queue.unacked += 1
-        message = item.message
+            self.vhost.memory.hold(message.size)
         self._send_content(
             c.Basic.GetOk(
                 delivery_tag=tag,
@@ -453,9 +505,11 @@ class Channel:
         touched: dict[int, BrokerQueue] = {}
         requeued: dict[int, list[QueuedMessage]] = {}
         record = self.connection.broker_records
+        memory = self.vhost.memory
         for entry in pending:
             queue = entry.queue
             queue.unacked -= 1
+            memory.release(entry.item.message.size)
             if entry.consumer is not None:
                 entry.consumer.unacked -= 1
             touched[id(queue)] = queue
@@ -499,6 +553,7 @@ class Channel:
     def _finish_publish(self) -> None:
         method = self._publish
         body = b"".join(self._body) if len(self._body) != 1 else self._body[0]
+        self.vhost.memory.release(len(body))
         self._publish = None
         self._body = []
         self._received = 0

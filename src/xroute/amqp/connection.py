@@ -4,6 +4,8 @@ out, and which errors close a channel or the whole connection."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import itertools
 import logging
 import platform
 import struct
@@ -16,11 +18,12 @@ from xroute.amqp.channel import Channel
 from xroute.amqp.errors import (
     ACCESS_REFUSED,
     CHANNEL_ERROR,
-    COMMAND_INVALID,
     CONNECTION_FORCED,
     FRAME_ERROR,
+    INTERNAL_ERROR,
+    NO_METHOD,
     NOT_ALLOWED,
-    SYNTAX_ERROR,
+    PUBLISH_METHOD,
     UNEXPECTED_FRAME,
     AMQPError,
 )
@@ -35,9 +38,12 @@ from xroute.amqp.frames import (
     PUBLISH_INDEX,
     decode_method,
     decode_publish,
-    decode_table,
+    MalformedFrame,
+    MalformedUTF8,
+    decode_auth_table,
     method_frame,
 )
+from xroute.errors import FieldTableError
 
 if TYPE_CHECKING:
     from xroute.amqp.broker import Broker
@@ -50,6 +56,14 @@ FRAME_MAX = 131072
 HEARTBEAT = 60
 FRAME_MIN = 4096  # frames before tuning may be this large (AMQP 0-9-1)
 CLOSE_OK_TIMEOUT = 5.0
+HANDSHAKE_TIMEOUT = 10.0  # RabbitMQ's handshake_timeout: login and open within it, or go
+SILENT_CLOSE_DELAY = 3.0  # RabbitMQ's ?SILENT_CLOSE_DELAY: a failed handshake waits, then closes
+# Output queued for a client before its deliveries wait: one socket buffer's worth. The
+# transport's own limit (asyncio's 64 KiB by default) pauses them too, when the socket is full.
+OUTPUT_LIMIT = 256 * 1024
+# RabbitMQ's names of the connection states, for its "unexpected method" replies.
+STATE_NAMES = {"start": "starting", "tune": "tuning", "tuned": "opening", "open": "running",
+               "closing": "closing", "gone": "closed", "protocol-header": "pre_init"}
 _frame_header = struct.Struct(">BHI")
 
 CAPABILITIES = {
@@ -88,27 +102,72 @@ class Connection(asyncio.Protocol):
         self._sent = False
         self._missed = 0
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._flush_scheduled = False
         self._in_data = False
+        self._handshake_timer: asyncio.TimerHandle | None = None
+        self.peer: Any = None
+        self.serial = next(_serials)  # the order connections came in
+        self.spoke = False  # has the client sent a byte yet
+        # Flow control: the socket is full (asyncio paused our writing), so deliveries wait;
+        # a consumer was refused for want of room, so they resume when there is some.
+        self.write_paused = False
+        self._starved = False
+        # Reading stops while publishers are blocked by the memory alarm (as RabbitMQ's
+        # reader does once a blocked connection publishes) or the client reads nothing of
+        # what it asks for.
+        self.blocked = False
+        self._blocked_sent = False
+        self._reading_paused = False
 
     # ------------------------------------------------------------------ transport
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        self.peer = transport.get_extra_info("peername")
         self.broker.connections.add(self)
+        self._handshake_timer = asyncio.get_running_loop().call_later(
+            self.broker.handshake_timeout, self._handshake_timed_out
+        )
+        self.broker.admitted(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.cleanup()
         if self._close_timer is not None:
             self._close_timer.cancel()
         self.broker.connections.discard(self)
+        self._out = []
+        self._out_bytes = 0
+
+    def pause_writing(self) -> None:
+        """The socket is full (the client reads slower than we write): deliveries wait."""
+        self.write_paused = True
+
+    def resume_writing(self) -> None:
+        """The socket drained: deliveries go on, and reading, if a backlog had stopped it."""
+        self.write_paused = False
+        self._update_reading()
+        self._feed_consumers()
+
+    @property
+    def pre_open(self) -> bool:
+        """True until the client has logged in and opened its virtual host."""
+        return self.state in ("protocol-header", "start", "tune", "tuned")
+
+    def _handshake_timed_out(self) -> None:
+        self._handshake_timer = None
+        if self.pre_open:
+            log.info("xroute.amqp: closing %s: no handshake within %s s", self.peer,
+                     self.broker.handshake_timeout)
+            self._abort()
 
     def cleanup(self) -> None:
         """Close every channel (requeueing their deliveries) and drop exclusive queues."""
         if self.state == "gone":
             return
         self.state = "gone"
-        for timer in (self._heartbeat_timer, self._close_timer):
+        self.buffer = bytearray()
+        for timer in (self._heartbeat_timer, self._close_timer, self._handshake_timer):
             if timer is not None:
                 timer.cancel()
         for channel in list(self.channels.values()):
@@ -121,11 +180,31 @@ class Connection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         """Queue ``data``; everything queued goes out in one write (see `flush`)."""
         self._out.append(data)
+        self._out_bytes += len(data)
         self._want_flush()
 
     def write_many(self, parts: list[bytes]) -> None:
         self._out += parts
+        self._out_bytes += sum(map(len, parts))
         self._want_flush()
+
+    def may_deliver(self) -> bool:
+        """Whether a delivery may be queued now: the socket is not full and what is queued
+        is under `OUTPUT_LIMIT`. A refusal is remembered, to resume once there is room."""
+        if self.write_paused or self._out_bytes >= OUTPUT_LIMIT:
+            self._starved = True
+            return False
+        return True
+
+    def _feed_consumers(self) -> None:
+        # Deliveries refused for want of room go out now (called when there is room).
+        if not self._starved or self.write_paused or self.state == "gone":
+            return
+        self._starved = False
+        queues = {id(consumer.queue): consumer.queue for channel in list(self.channels.values())
+                  for consumer in channel.consumers.values()}
+        for queue in queues.values():
+            queue.dispatch()
 
     def _want_flush(self) -> None:
         # Within data_received the flush comes at its end; otherwise (a timer, another
@@ -146,9 +225,37 @@ class Connection(asyncio.Protocol):
         if not out:
             return
         self._out = []
+        self._out_bytes = 0
         if self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(out)
             self._sent = True
+            self._update_reading()
+            if self._starved and not self.write_paused:
+                asyncio.get_running_loop().call_soon(self._feed_consumers)
+
+    def _update_reading(self) -> None:
+        # A client that asks for more while reading nothing of the answers (its socket full
+        # and the backlog past four socket buffers) is not read until it drains, so the
+        # answers it does not read cannot grow without bound. Blocked publishers are not
+        # read until the alarm clears.
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        backlog = self.write_paused and transport.get_write_buffer_size() > 4 * OUTPUT_LIMIT
+        pause = self.blocked or backlog
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            if pause:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+                if self.buffer:
+                    asyncio.get_running_loop().call_soon(self._resume_frames)
+
+    def _resume_frames(self) -> None:
+        # Frames read before reading stopped are taken up again.
+        if not self._reading_paused and self.buffer and self.state != "gone":
+            self.data_received(b"")
 
     def capability(self, name: str) -> bool:
         capabilities = self.client_properties.get("capabilities")
@@ -165,7 +272,9 @@ class Connection(asyncio.Protocol):
             self.flush()
 
     def _data_received(self, data: bytes) -> None:
-        self._received = True
+        if self.state == "gone" or self.state == "silent":
+            return  # read and discarded: nothing more is kept for a client we are closing
+        self._received = self.spoke = True
         buffer = self.buffer
         buffer += data
         if self.state == "protocol-header":
@@ -177,35 +286,46 @@ class Connection(asyncio.Protocol):
                 self.write(PROTOCOL_HEADER)
                 self._close_transport()
                 self.state = "gone"
+                self.buffer = bytearray()
                 return
             self._start()
         offset = 0
-        size_limit = self.frame_max
         try:
-            while len(buffer) - offset >= 7:
+            while len(buffer) - offset >= 7 and not self._reading_paused:
                 kind, channel, size = _frame_header.unpack_from(buffer, offset)
-                if size + 8 > size_limit and size_limit:
+                # RabbitMQ lets a payload reach frame_max itself (clients are often off by
+                # the 8 bytes of framing); beyond, the stream cannot be trusted: 501.
+                if size > self.frame_max:
                     raise AMQPError(
-                        FRAME_ERROR, f"frame size {size + 8} larger than negotiated {size_limit}"
-                    )
+                        FRAME_ERROR,
+                        f"type {kind}, all octets = <<>>: {{frame_too_large,{size},"
+                        f"{self.frame_max - 8}}}",
+                    ).fatal()
                 end = offset + 7 + size
                 if len(buffer) <= end:
                     break
                 if buffer[end] != FRAME_END:
-                    raise AMQPError(FRAME_ERROR, "frame end octet missing")
+                    raise AMQPError(
+                        FRAME_ERROR,
+                        f"type {kind}, {_snippet(buffer[offset + 7 : end])}: "
+                        f"{{invalid_frame_end_marker,{buffer[end]}}}",
+                    ).fatal()
                 payload = bytes(buffer[offset + 7 : end])
                 offset = end + 1
                 self._frame(kind, channel, payload)
-                if self.state == "gone":
+                if self.state in ("gone", "silent"):
                     return
+        except _Reset:
+            self._abort()
+            return
         except AMQPError as error:
             del buffer[:offset]
-            self.close_connection(error)
+            self.fail(error)
             return
         except Exception as error:  # a bug must not leave the client hanging: 541
             log.exception("xroute.amqp: internal error")
             del buffer[:offset]
-            self.close_connection(AMQPError(541, f"internal error: {error}"))
+            self.close_connection(AMQPError(INTERNAL_ERROR, f"internal error: {error}"))
             return
         del buffer[:offset]
 
@@ -222,15 +342,27 @@ class Connection(asyncio.Protocol):
                     self._close_transport()
                     self.cleanup()
             return
-        if kind == FRAME_HEARTBEAT:
-            return
+        if kind not in _FRAME_TYPES or (kind == FRAME_HEARTBEAT and payload) or (
+            kind == FRAME_HEADER and len(payload) < 12
+        ):
+            raise AMQPError(FRAME_ERROR, f"type {kind}, {_snippet(payload)}: unknown_frame")
         if number == 0:
+            if kind == FRAME_HEARTBEAT:
+                return
             if kind != FRAME_METHOD:
-                raise AMQPError(UNEXPECTED_FRAME, f"unexpected frame type {kind} on channel 0")
-            self._connection_method(self._decode(payload))
+                raise AMQPError(UNEXPECTED_FRAME, f"type {kind}, {_snippet(payload)}")
+            method = self._decode(payload, connection=True)
+            try:
+                self._connection_method(method)
+            except AMQPError as error:
+                if error.where is None:  # the close names the method that failed
+                    error.class_id, error.method_id = divmod(method.index, 1 << 16)
+                raise
             return
-        if self.state != "open":
-            raise AMQPError(CHANNEL_ERROR, f"expected 'connection.open' before channel {number}")
+        if self.state != "open" or kind == FRAME_HEARTBEAT:
+            # RabbitMQ: nothing but channel 0 before the connection runs, and heartbeats
+            # only on channel 0.
+            raise AMQPError(UNEXPECTED_FRAME, f"type {kind}, {_snippet(payload)}")
         if number in self.closing_channels:
             if kind == FRAME_METHOD:
                 method = self._decode(payload)
@@ -265,32 +397,52 @@ class Connection(asyncio.Protocol):
                 return
             self._run(channel, method, lambda: channel.handle(method))
         elif channel is None:
-            raise AMQPError(CHANNEL_ERROR, f"unexpected content frame on closed channel {number}")
+            # RabbitMQ opens the channel's assembler on any frame, so content first is 505.
+            raise AMQPError(
+                UNEXPECTED_FRAME, "expected method frame, got non method frame instead"
+            )
         elif kind == FRAME_HEADER:
             self._run(channel, None, lambda: channel.content_header(payload))
-        elif kind == FRAME_BODY:
-            self._run(channel, None, lambda: channel.content_body(payload))
+            self._publish_received()
         else:
-            raise AMQPError(FRAME_ERROR, f"unknown frame type {kind}")
+            self._run(channel, None, lambda: channel.content_body(payload))
+            self._publish_received()
 
-    def _decode(self, payload: bytes) -> Any:
+    def _decode(self, payload: bytes, connection: bool = False) -> Any:
         try:
             if payload[:4] == PUBLISH_INDEX:
                 return decode_publish(payload)
             return decode_method(payload)
-        except KeyError:
-            raise AMQPError(COMMAND_INVALID, "unknown method") from None
-        except Exception as error:
-            raise AMQPError(SYNTAX_ERROR, f"malformed method frame: {error}") from None
+        except (KeyError, struct.error):
+            # RabbitMQ's reader fails on a method it does not know: the socket is reset.
+            raise _Reset() from None
+        except MalformedUTF8:
+            index = divmod(int.from_bytes(payload[:4], "big"), 1 << 16)
+            raise AMQPError(FRAME_ERROR, "Malformed UTF-8 in shortstr",
+                            where=index if connection else NO_METHOD) from None
+        except (MalformedFrame, FieldTableError, IndexError, UnicodeError):
+            if connection:
+                # A connection method that does not decode fails RabbitMQ's reader: 541.
+                raise AMQPError(INTERNAL_ERROR, "") from None
+            # rabbit_framing's decode_method_fields: a channel method's fields of the wrong
+            # layout are a frame error, naming the method.
+            raise AMQPError(
+                FRAME_ERROR, f"cannot decode {_erlang_binary(payload[4:])}",
+                where=divmod(int.from_bytes(payload[:4], "big"), 1 << 16),
+            ) from None
 
     def _run(self, channel: Channel, method: Any, action: Any) -> None:
         try:
             action()
         except AMQPError as error:
-            # The method that failed (basic.publish for content) is named in the close.
-            class_id, method_id = divmod(method.index, 1 << 16) if method is not None else (60, 40)
+            # The method that failed (basic.publish for content) is named in the close,
+            # unless the error names its own.
+            if error.where is None:
+                error.class_id, error.method_id = (
+                    divmod(method.index, 1 << 16) if method is not None else PUBLISH_METHOD
+                )
+            class_id, method_id = error.class_id, error.method_id
             if error.hard:
-                error.class_id, error.method_id = class_id, method_id
                 raise
             channel.release()
             self.channels.pop(channel.number, None)
@@ -368,25 +520,25 @@ class Connection(asyncio.Protocol):
                     NOT_ALLOWED, f"vhost {method.virtual_host} not found"
                 )
             self.state = "open"
+            if self._handshake_timer is not None:
+                self._handshake_timer.cancel()
+                self._handshake_timer = None
             self.write(method_frame(0, c.Connection.OpenOk()))
-        elif isinstance(method, c.Connection.Close):
+        elif isinstance(method, c.Connection.Close) and state == "open":
             # As RabbitMQ: answer close-ok and let the client close the socket (or give up
-            # waiting for it after CLOSE_OK_TIMEOUT).
+            # waiting for it after CLOSE_OK_TIMEOUT); what it sends meanwhile is discarded.
             self.write(method_frame(0, c.Connection.CloseOk()))
             self.cleanup()
             self._close_timer = asyncio.get_running_loop().call_later(
-                CLOSE_OK_TIMEOUT, self._close_transport
+                CLOSE_OK_TIMEOUT, self._abort
             )
         elif isinstance(method, c.Connection.UpdateSecret) and state == "open":
             self.write(method_frame(0, c.Connection.UpdateSecretOk()))
-        elif isinstance(method, c.Connection.CloseOk):
-            self._close_transport()
-            self.cleanup()
-        elif isinstance(method, (c.Connection.Blocked, c.Connection.Unblocked)):
-            return
         else:
+            # rabbit_reader: any other method on channel 0 (a channel's method, or one of
+            # the connection's out of turn) is a channel error, 504.
             raise AMQPError(
-                COMMAND_INVALID, f"unexpected {method.name} in connection state {state!r}"
+                CHANNEL_ERROR, f"unexpected method in connection state {STATE_NAMES[state]}"
             )
 
     def _authenticate(self, mechanism: str, response: Any) -> None:
@@ -400,7 +552,7 @@ class Connection(asyncio.Protocol):
                 )
         elif mechanism == "AMQPLAIN":
             try:
-                table = decode_table(raw)
+                table = decode_auth_table(raw)
             except Exception:
                 table = {}
             user, password = table.get("LOGIN"), table.get("PASSWORD")
@@ -410,7 +562,14 @@ class Connection(asyncio.Protocol):
             raise AMQPError(
                 ACCESS_REFUSED, f"unsupported authentication mechanism '{mechanism}'"
             )
-        if user is None or self.broker.users.get(user) != password:
+        if (
+            user is None
+            or self.broker.users.get(user) != password
+            # RabbitMQ's internal backend refuses a blank password, whatever is stored...
+            or not password
+            # ... and loopback_users (guest) log in from the machine itself only.
+            or (user in self.broker.loopback_users and not _is_loopback(self.peer))
+        ):
             error = AMQPError(
                 ACCESS_REFUSED,
                 f"Login was refused using authentication mechanism {mechanism}. For details "
@@ -423,9 +582,51 @@ class Connection(asyncio.Protocol):
             raise error
         self.user = user
 
+    def fail(self, error: AMQPError) -> None:
+        """End the connection for ``error`` as RabbitMQ's reader does in the state it is in.
+
+        Running: connection.close with the error, then close-ok awaited. During the
+        handshake only a refused login (with ``authentication_failure_close``), a refused
+        negotiation or vhost, and errors once opening get a connection.close; anything else
+        is met with silence and the socket closed after `SILENT_CLOSE_DELAY`, so a client
+        cannot hammer the handshake. A frame error (``fatal``) stops all reading at once."""
+        state = self.state
+        if state in ("gone", "silent"):
+            return
+        if state == "closing":
+            return
+        told = (
+            state == "open"
+            or (state == "start" and error.code == ACCESS_REFUSED)
+            or (state in ("tune", "tuned") and error.code == NOT_ALLOWED)
+            or state == "tuned"
+        )
+        if not told:
+            self._silent_close()
+            return
+        self.close_connection(error)
+        if error.is_fatal:
+            self._silent_close()
+        elif state == "start":
+            # A refused login: RabbitMQ sends the close and drops the socket at once.
+            self._abort()
+
+    def _silent_close(self) -> None:
+        # Nothing more is read or answered; the socket closes after the delay.
+        for channel in list(self.channels.values()):
+            channel.release()
+        self.channels.clear()
+        self.state = "silent"
+        self.buffer = bytearray()
+        if self._close_timer is not None:
+            self._close_timer.cancel()
+        self._close_timer = asyncio.get_running_loop().call_later(
+            self.broker.silent_close_delay, self._abort
+        )
+
     def close_connection(self, error: AMQPError) -> None:
         """Send connection.close with ``error``'s code and wait (a while) for close-ok."""
-        if self.state in ("gone", "closing"):
+        if self.state in ("gone", "closing", "silent"):
             return
         for channel in list(self.channels.values()):
             channel.release()
@@ -447,13 +648,40 @@ class Connection(asyncio.Protocol):
 
     def force_close(self) -> None:
         """The broker stops: tell the client (320 CONNECTION_FORCED)."""
-        self.close_connection(AMQPError(CONNECTION_FORCED, "broker shutdown"))
+        if not self.pre_open:
+            self.close_connection(AMQPError(CONNECTION_FORCED, "broker shutdown"))
         self._close_transport()
         self.cleanup()
 
     def _abort(self) -> None:
-        self._close_transport()
+        # Dropped at once, whatever is still queued for the client: a client that stopped
+        # reading must not hold its socket and buffers (RabbitMQ's heartbeat timeout too).
+        self.flush()
+        if self.transport is not None:
+            self.transport.abort()
         self.cleanup()
+
+    # ------------------------------------------------------------------ memory alarm
+
+    def _publish_received(self) -> None:
+        # As RabbitMQ's reader: once a connection publishes while the memory alarm is on,
+        # it is blocked: told so (if it asked to be), and not read until the alarm clears.
+        if self.broker.vhost.memory.alarm and not self.blocked:
+            self.blocked = True
+            if self.capability("connection.blocked"):
+                self.write(method_frame(0, c.Connection.Blocked(reason="low on memory")))
+                self._blocked_sent = True
+            self._update_reading()
+
+    def unblocked(self) -> None:
+        """The memory alarm cleared: read again, and say so if blocked was said."""
+        if not self.blocked:
+            return
+        self.blocked = False
+        if self._blocked_sent and self.state == "open":
+            self.write(method_frame(0, c.Connection.Unblocked()))
+        self._blocked_sent = False
+        self._update_reading()
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -468,7 +696,9 @@ class Connection(asyncio.Protocol):
         if not self._sent:
             self.write(HEARTBEAT_FRAME)
         self._sent = False
-        if self._received:
+        if self._received or self._reading_paused:
+            # Silence we caused (reading stopped) is not the client's: RabbitMQ pauses its
+            # heartbeat monitor while a connection is blocked.
             self._missed = 0
         else:
             self._missed += 1
@@ -479,9 +709,43 @@ class Connection(asyncio.Protocol):
         self._schedule_heartbeat()
 
 
+class _Reset(Exception):
+    """The client sent what RabbitMQ's reader cannot parse at all: the socket is reset."""
+
+
 class _Closed(AMQPError):
     """The socket is already closed (a failed login without authentication_failure_close):
     nothing more is sent."""
 
     def __init__(self) -> None:
         super().__init__(CONNECTION_FORCED, "closed")
+
+
+_serials = itertools.count()
+_FRAME_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
+
+
+def _erlang_binary(data: bytes) -> str:
+    # A binary as RabbitMQ's ~p prints it: <<"text">> when printable, else <<1,2,3>>.
+    if data and all(32 <= byte < 127 for byte in data):
+        return '<<"' + data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"') + '">>'
+    return "<<" + ",".join(map(str, data)) + ">>"
+
+
+def _snippet(payload: bytes) -> str:
+    # rabbit_reader's payload_snippet: the whole payload up to 16 octets, else the first 16.
+    if len(payload) <= 16:
+        return f"all octets = {_erlang_binary(bytes(payload))}"
+    return f"first 16 octets = {_erlang_binary(bytes(payload[:16]))}"
+
+
+def _is_loopback(peer: Any) -> bool:
+    # A peer address (host, port[, ...]) on the machine itself; a Unix socket has none.
+    if not isinstance(peer, tuple) or not peer:
+        return True
+    try:
+        address = ipaddress.ip_address(peer[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback

@@ -53,21 +53,32 @@ REPLY_NAMES = {
 HARD_ERRORS = frozenset(code for code in REPLY_NAMES if code >= 500 or code in (320, 402))
 
 
+# The method a close names (class id, method id): none, or basic.publish (content frames).
+NO_METHOD = (0, 0)
+PUBLISH_METHOD = (60, 40)
+
+
 class AMQPError(XRouteError):
     """A protocol error the broker sends to a client: ``code`` and ``text`` as RabbitMQ words
-    them; ``hard`` when it closes the connection rather than the channel."""
+    them; ``hard`` when it closes the connection rather than the channel. ``where`` is the
+    method the close names; None: the method being run when it was raised."""
 
-    def __init__(self, code: int, text: str) -> None:
+    def __init__(self, code: int, text: str, where: tuple[int, int] | None = None) -> None:
         name = REPLY_NAMES.get(code, str(code))
-        # RabbitMQ's text is the code's name, then its explanation if it has one (a crash in
-        # the broker, 541, has none: "INTERNAL_ERROR").
-        full = f"{name} - {text}" if text else name
+        full = f"{name} - {text}" if text else name  # RabbitMQ's 541 says its name alone
         super().__init__(full)
         self.code = code
         self.text = full
         self.hard = code in HARD_ERRORS
-        self.class_id = 0  # the failing method, named in connection.close
-        self.method_id = 0
+        self.where = where
+        self.class_id, self.method_id = where or NO_METHOD
+        self.is_fatal = False
+
+    def fatal(self) -> AMQPError:
+        """Mark this error as one after which nothing the client sends can be trusted (a
+        frame error): reading stops once the close is sent. Returns the error."""
+        self.is_fatal = True
+        return self
 
 
 def not_found(kind: str, name: str, vhost: str) -> AMQPError:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from pamqp import base, commands, decode, encode
-from pamqp.header import ContentHeader
+from pamqp import base, commands, encode
+
+from xroute.field_table import decode_table, encode_table
 
 FRAME_METHOD = 1
 FRAME_HEADER = 2
@@ -34,6 +35,8 @@ FLAG_PRIORITY = 1 << 11
 FLAG_EXPIRATION = 1 << 8
 FLAG_USER_ID = 1 << 4
 FLAGS_READ = FLAG_HEADERS | FLAG_PRIORITY | FLAG_EXPIRATION | FLAG_USER_ID
+# ... and those that exchanges route on: correlation_id, message_id, timestamp.
+FLAGS_ROUTED_ON = 1 << 10 | 1 << 7 | 1 << 6
 
 _frame_header = struct.Struct(">BHI")
 _method_index = struct.Struct(">I")
@@ -42,15 +45,107 @@ _header_frame_prefix = struct.Struct(">BHIHHQ")
 
 
 def decode_method(payload: bytes | memoryview) -> base.Frame:
-    """A method frame's payload as a pamqp method (KeyError for an unknown method index)."""
+    """A method frame's payload as a pamqp method, decoded by xroute: short strings that are
+    not UTF-8 kept as surrogate escapes (RabbitMQ takes any bytes in a name), tables with
+    their values' AMQP types (`xroute.field_table`). KeyError for an unknown method index;
+    `FieldTableError` or `MalformedFrame` for bytes that do not parse."""
     index = _method_index.unpack_from(payload)[0]
-    method = commands.INDEX_MAPPING[index]()
-    method.unmarshal(bytes(payload[4:]))
+    kind = commands.INDEX_MAPPING[index]
+    method = kind.__new__(kind)
+    view = memoryview(payload)
+    offset = 4
+    bits = bit_index = 0
+    # RabbitMQ checks that a method's short strings are UTF-8, except on the methods that
+    # carry content ("for speed": so a routing key may be any bytes).
+    decoders = _DECODERS if index in _CONTENT_METHODS else _CHECKED_DECODERS
+    for name in kind.__slots__:
+        field_kind = kind.amqp_type(name)
+        if field_kind == "bit":
+            if bit_index == 0:
+                bits = _byte(view, offset)
+                offset += 1
+            setattr(method, name, bool(bits & (1 << bit_index)))
+            bit_index = (bit_index + 1) % 8
+            continue
+        bit_index = 0
+        value, offset = decoders[field_kind](view, offset)
+        setattr(method, name, value)
+    if offset != len(view):
+        raise MalformedFrame(f"{len(view) - offset} bytes after the last field of {kind.name}")
     return method
 
 
+class MalformedFrame(ValueError):
+    """A method frame whose fields do not parse."""
+
+
+class MalformedUTF8(MalformedFrame):
+    """A short string that is not UTF-8 in a method that carries no content (RabbitMQ: 501
+    "Malformed UTF-8 in shortstr")."""
+
+
+def _byte(view: memoryview, offset: int) -> int:
+    if offset >= len(view):
+        raise MalformedFrame("the method frame ends inside its fields")
+    return view[offset]
+
+
+def _unpack(layout: struct.Struct) -> Any:
+    def read(view: memoryview, offset: int) -> tuple[int, int]:
+        try:
+            return layout.unpack_from(view, offset)[0], offset + layout.size
+        except struct.error:
+            raise MalformedFrame("the method frame ends inside its fields") from None
+
+    return read
+
+
+def _decode_shortstr(view: memoryview, offset: int) -> tuple[str, int]:
+    size = _byte(view, offset)
+    end = offset + 1 + size
+    if end > len(view):
+        raise MalformedFrame("a short string runs past the end of the method frame")
+    return bytes(view[offset + 1 : end]).decode("utf-8", "surrogateescape"), end
+
+
+def _decode_checked_shortstr(view: memoryview, offset: int) -> tuple[str, int]:
+    text, end = _decode_shortstr(view, offset)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedUTF8("Malformed UTF-8 in shortstr") from None
+    return text, end
+
+
+def _decode_longstr(view: memoryview, offset: int) -> tuple[bytes, int]:
+    size, start = _unpack(_u32)(view, offset)
+    if start + size > len(view):
+        raise MalformedFrame("a long string runs past the end of the method frame")
+    return bytes(view[start : start + size]), start + size
+
+
+_u8 = struct.Struct(">B")
+_u16 = struct.Struct(">H")
+_u32 = struct.Struct(">I")
+_u64 = struct.Struct(">Q")
+_DECODERS: dict[str, Any] = {
+    "octet": _unpack(_u8),
+    "short": _unpack(_u16),
+    "long": _unpack(_u32),
+    "longlong": _unpack(_u64),
+    "shortstr": _decode_shortstr,
+    "longstr": _decode_longstr,
+    "table": decode_table,
+}
+_CHECKED_DECODERS = {**_DECODERS, "shortstr": _decode_checked_shortstr}
+# basic.publish, basic.return, basic.deliver, basic.get-ok
+_CONTENT_METHODS = frozenset((0x003C0028, 0x003C0032, 0x003C003C, 0x003C0047))
+
+
 def encode_method_payload(method: base.Frame) -> bytes:
-    """A method's payload as pamqp's ``marshal`` builds it, without its name validation."""
+    """A method's payload, encoded by xroute: no name validation (the spec's patterns are
+    narrower than what RabbitMQ accepts: a queue named ``"a b"`` is fine), names that came in
+    as surrogate escapes go out as the bytes they were, tables with their values' types."""
     out = [_method_index.pack(method.index)]
     bits = offset = 0
     in_bits = False
@@ -70,7 +165,15 @@ def encode_method_payload(method: base.Frame) -> bytes:
         if in_bits:
             out.append(bytes((bits,)))
             in_bits = False
-        out.append(encode.by_type(value, kind))
+        if kind == "shortstr":
+            out.append(_shortstr(value or ""))
+        elif kind == "longstr":
+            raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+            out.append(_u32.pack(len(raw or b"")) + (raw or b""))
+        elif kind == "table":
+            out.append(encode_table(value or {}))
+        else:
+            out.append(encode.by_type(value, kind))
     if in_bits:
         out.append(bytes((bits,)))
     return b"".join(out)
@@ -98,10 +201,11 @@ def content_frames(channel: int, properties: bytes, body: bytes, frame_max: int)
     return parts
 
 
-def split_content_header(payload: bytes) -> tuple[int, int, bytes]:
-    """A content header frame's payload as (class id, body size, property bytes)."""
-    class_id, _weight, body_size = _content_prefix.unpack_from(payload)
-    return class_id, body_size, payload[12:]
+def split_content_header(payload: bytes) -> tuple[int, int, int, bytes]:
+    """A content header frame's payload (at least 12 bytes) as (class id, weight, body size,
+    property bytes)."""
+    class_id, weight, body_size = _content_prefix.unpack_from(payload)
+    return class_id, weight, body_size, payload[12:]
 
 
 def property_flags(properties: bytes) -> int:
@@ -109,20 +213,13 @@ def property_flags(properties: bytes) -> int:
     return (properties[0] << 8) | properties[1] if len(properties) >= 2 else 0
 
 
-def decode_properties(properties: bytes) -> commands.Basic.Properties:
-    """``properties`` (flags and values) as pamqp's Basic.Properties."""
-    header = ContentHeader()
-    header.unmarshal(_content_prefix.pack(BASIC_CLASS, 0, 0) + properties)
-    return header.properties
-
-
-def decode_table(data: bytes) -> dict[str, Any]:
+def decode_auth_table(data: bytes) -> dict[str, Any]:
     """A field table without its length prefix (AMQPLAIN's response) as a dict."""
-    return decode.field_table(struct.pack(">I", len(data)) + data)[1]
+    return decode_table(struct.pack(">I", len(data)) + data)[0]
 
 
 def _shortstr(text: str) -> bytes:
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", "surrogateescape")
     return bytes((len(data),)) + data
 
 
@@ -163,11 +260,15 @@ def decode_publish(payload: bytes) -> c_Publish:
     """A basic.publish payload (index included) as pamqp's Basic.Publish, decoded by hand."""
     offset = 6  # index, then the deprecated ticket
     size = payload[offset]
-    exchange = payload[offset + 1 : offset + 1 + size].decode("utf-8")
+    # Names and keys are any bytes to RabbitMQ: those that are not UTF-8 are kept as
+    # surrogate escapes, which go out again as the same bytes (`_shortstr`).
+    exchange = payload[offset + 1 : offset + 1 + size].decode("utf-8", "surrogateescape")
     offset += 1 + size
     size = payload[offset]
-    routing_key = payload[offset + 1 : offset + 1 + size].decode("utf-8")
+    routing_key = payload[offset + 1 : offset + 1 + size].decode("utf-8", "surrogateescape")
     bits = payload[offset + 1 + size]
+    if len(payload) != offset + 2 + size:
+        raise MalformedFrame("basic.publish has bytes after its last field")
     method = c_Publish.__new__(c_Publish)
     method.ticket = 0
     method.exchange = exchange

@@ -3,16 +3,19 @@ the few property values the broker reads itself (decoded once, only when present
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
-from xroute.amqp.errors import PRECONDITION_FAILED, SYNTAX_ERROR, AMQPError
-from xroute.amqp.frames import FLAGS_READ, decode_properties, property_flags
-from xroute.amqp.properties import read_properties
-
-# The properties the broker itself reads, and the ones exchange types route on.
-_READ = ("headers", "priority", "expiration", "user_id")
-ROUTING_PROPERTIES = ("message_id", "correlation_id", "timestamp")
+from xroute.amqp.errors import PRECONDITION_FAILED, AMQPError
+from xroute.amqp.frames import (
+    FLAG_EXPIRATION,
+    FLAG_HEADERS,
+    FLAG_PRIORITY,
+    FLAG_USER_ID,
+    FLAGS_READ,
+    FLAGS_ROUTED_ON,
+    property_flags,
+)
+from xroute.amqp.properties import Properties, decode_properties
 
 
 class Message:
@@ -33,6 +36,7 @@ class Message:
         "user_id",
         "bcc",
         "has_bcc",
+        "size",
     )
 
     def __init__(self, exchange: str, routing_key: str, properties: bytes, body: bytes) -> None:
@@ -48,28 +52,21 @@ class Message:
         # message too; a BCC that is not an array is refused when the message is routed.
         self.bcc: Any = []
         self.has_bcc = False
-        if property_flags(properties) & FLAGS_READ:
-            self._read()
+        # What the broker holds for it (xroute.amqp.memory), fixed when it arrives.
+        self.size = len(properties) + len(body)
+        flags = property_flags(properties)
+        if flags & FLAGS_READ:
+            self._read(decode_properties(properties), flags)
 
-    def _read(self) -> None:
-        try:
-            found = read_properties(self.properties, _READ)
-        except (ValueError, IndexError, struct.error) as error:
-            raise AMQPError(SYNTAX_ERROR, f"malformed content header: {error}") from None
-        self.headers = found.get("headers") or {}
-        self.priority = found.get("priority")
-        self.user_id = found.get("user_id")
-        if "expiration" in found:
-            self.expiration = parse_expiration(found["expiration"])
-
-    def read(self, name: str) -> Any:
-        """One property's value as published (None when absent)."""
-        return read_properties(self.properties, (name,)).get(name)
-
-    def routing_properties(self) -> dict[str, Any]:
-        """The properties exchange types route on (``message_id``, ``correlation_id``,
-        ``timestamp``), as `Topology.route` takes them."""
-        return read_properties(self.properties, ROUTING_PROPERTIES)
+    def _read(self, decoded: Properties, flags: int) -> None:
+        if flags & FLAG_HEADERS and decoded.headers:
+            self.headers = dict(decoded.headers)
+        if flags & FLAG_PRIORITY:
+            self.priority = decoded.priority
+        if flags & FLAG_USER_ID:
+            self.user_id = decoded.user_id
+        if flags & FLAG_EXPIRATION:
+            self.expiration = parse_expiration(decoded.expiration)
 
     @property
     def routing_keys(self) -> list[Any]:
@@ -80,9 +77,26 @@ class Message:
             keys += cc
         return keys + (self.bcc if isinstance(self.bcc, list) else [])
 
-    def decoded(self) -> Any:
-        """The properties as pamqp's Basic.Properties (decoded now, for the test view)."""
+    def decoded(self) -> Properties:
+        """The properties, decoded now (`xroute.amqp.properties`)."""
         return decode_properties(self.properties)
+
+    def read(self, name: str) -> Any:
+        """One property's value as published (None when absent)."""
+        return getattr(self.decoded(), name)
+
+    def routing_properties(self) -> dict[str, Any] | None:
+        """The properties exchanges may route on (``message_id``, ``correlation_id``,
+        ``timestamp``: consistent hash's ``hash-property``, the random types), or None when
+        the message has none of them, so its route may come from the topology's cache."""
+        if not property_flags(self.properties) & FLAGS_ROUTED_ON:
+            return None
+        decoded = self.decoded()
+        return {
+            name: getattr(decoded, name)
+            for name in ("message_id", "correlation_id", "timestamp")
+            if getattr(decoded, name) is not None
+        }
 
     def __repr__(self) -> str:
         return f"Message(exchange={self.exchange!r}, routing_key={self.routing_key!r}, body={self.body[:40]!r})"

@@ -1,137 +1,124 @@
-"""A message's basic properties read from the bytes it was published with, and rewritten
-field by field, so that what the broker does not change reaches consumers byte for byte.
+"""A message's basic properties (the content header's flags and values), both ways.
 
-The header table is decoded with its AMQP types (`decode_table`): a ``short`` stays a short,
-``binary`` stays binary, and routing sees the values the frame carried. The ``timestamp``
-property is its integer seconds (RabbitMQ takes any 64-bit value; a date past the year 9999
-is not an error). Short strings are text when they are UTF-8, else their bytes.
+The headers table keeps its values' AMQP types (`xroute.field_table`); short strings that are
+not UTF-8 stay surrogate escapes; a timestamp past the year 9999 stays an integer
+(`xroute.values.timestamp`), which RabbitMQ takes and a `datetime` cannot hold. The attribute
+names are pamqp's (``message_type`` for ``type``), which tests of the broker read.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
 from typing import Any
 
-from pamqp import decode, encode
+from xroute.field_table import decode_table, encode_table
+from xroute.values import TypedValue, datetime_seconds, timestamp
 
-# The basic class's properties, in flag order (bit 15 first), with their AMQP types.
-FIELDS = (
-    ("content_type", "shortstr"),
-    ("content_encoding", "shortstr"),
-    ("headers", "table"),
-    ("delivery_mode", "octet"),
-    ("priority", "octet"),
-    ("correlation_id", "shortstr"),
-    ("reply_to", "shortstr"),
-    ("expiration", "shortstr"),
-    ("message_id", "shortstr"),
-    ("timestamp", "timestamp"),
-    ("type", "shortstr"),
-    ("user_id", "shortstr"),
-    ("app_id", "shortstr"),
-    ("cluster_id", "shortstr"),
-)
-_BIT = {name: 1 << (15 - index) for index, (name, _) in enumerate(FIELDS)}
-_U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
+_u8 = struct.Struct(">B")
+_u16 = struct.Struct(">H")
+_u64 = struct.Struct(">Q")
+_YEAR_9999_END = 253402300799
 
 
-def decode_table(data: bytes, offset: int) -> tuple[dict[str, Any], int]:
-    """The field table at ``offset`` (its 32-bit length first) and the offset after it."""
-    size = _U32.unpack_from(data, offset)[0]
-    _, table = decode.field_table(bytes(data[offset : offset + 4 + size]))
-    return table, offset + 4 + size
+class MalformedProperties(ValueError):
+    """Property bytes that do not parse (RabbitMQ's channel fails on them: 541)."""
 
 
-def encode_table(table: Mapping[str, Any]) -> bytes:
-    """A field table, its 32-bit length first (bytes as binary, as pika sends them)."""
-    return encode.field_table(_binary(dict(table)))
+@dataclass(slots=True)
+class Properties:
+    """The 14 basic properties of AMQP 0-9-1, None where absent."""
+
+    content_type: str | None = None
+    content_encoding: str | None = None
+    headers: dict[str, Any] | None = None
+    delivery_mode: int | None = None
+    priority: int | None = None
+    correlation_id: str | None = None
+    reply_to: str | None = None
+    expiration: str | None = None
+    message_id: str | None = None
+    timestamp: datetime | timestamp | None = None
+    message_type: str | None = None
+    user_id: str | None = None
+    app_id: str | None = None
+    cluster_id: str | None = None
 
 
-def _binary(value: Any) -> Any:
-    # pamqp writes a bytearray as binary ('x') and knows no bytes.
-    if isinstance(value, bytes):
-        return bytearray(value)
-    if isinstance(value, dict):
-        return {k: _binary(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_binary(v) for v in value]
-    return value
+# Each property in flag order (bit 15 first) and how it travels.
+_LAYOUT = [(field.name, _kind) for field, _kind in zip(fields(Properties), (
+    "shortstr", "shortstr", "table", "octet", "octet", "shortstr", "shortstr", "shortstr",
+    "shortstr", "timestamp", "shortstr", "shortstr", "shortstr", "shortstr",
+), strict=True)]
 
 
-def spans(data: bytes) -> dict[str, tuple[int, int]]:
-    """Where each present property's value lies in ``data`` (flags, then values): name ->
-    (start, end). `ValueError` when the bytes end before the flags say."""
-    flags = (data[0] << 8) | data[1] if len(data) >= 2 else 0
-    offset = 2
-    out: dict[str, tuple[int, int]] = {}
-    for name, kind in FIELDS:
-        if not flags & _BIT[name]:
-            continue
-        if kind == "shortstr":
-            end = offset + 1 + data[offset]
-        elif kind == "octet":
-            end = offset + 1
-        elif kind == "timestamp":
-            end = offset + 8
-        else:
-            end = offset + 4 + _U32.unpack_from(data, offset)[0]
-        if end > len(data):
-            raise ValueError(f"the content header ends inside property {name!r}")
-        out[name] = (offset, end)
-        offset = end
-    return out
-
-
-def _value(data: bytes, kind: str, start: int, end: int) -> Any:
-    if kind == "shortstr":
-        raw = bytes(data[start + 1 : end])
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw
-    if kind == "octet":
-        return data[start]
-    if kind == "timestamp":
-        return _U64.unpack_from(data, start)[0]
-    return decode_table(data, start)[0]
-
-
-def read_properties(data: bytes, names: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The present properties by name (only ``names`` when given)."""
-    kinds = dict(FIELDS)
-    return {
-        name: _value(data, kinds[name], start, end)
-        for name, (start, end) in spans(data).items()
-        if names is None or name in names
-    }
-
-
-def rewrite(data: bytes, changes: Mapping[str, Any]) -> bytes:
-    """``data`` with the properties in ``changes`` replaced (None: removed); every other
-    property keeps its bytes. Only ``headers`` and ``expiration`` are rewritten by the broker
-    (BCC stripped, dead-lettering)."""
-    where = spans(data)
-    flags = 0
-    parts: list[bytes] = []
-    for name, kind in FIELDS:
-        if name in changes:
-            value = changes[name]
-            if value is None:
+def decode_properties(data: bytes | memoryview) -> Properties:
+    """Flags and values as received after a content header's class, weight and body size."""
+    view = memoryview(data)
+    try:
+        flags = word = _u16.unpack_from(view, 0)[0]
+        offset = 2
+        while word & 1:  # continuation flag words: 0-9-1 defines no property past the 14th
+            word = _u16.unpack_from(view, offset)[0]
+            offset += 2
+        properties = Properties()
+        for bit, (name, kind) in zip(range(15, 1, -1), _LAYOUT, strict=True):
+            if not flags & (1 << bit):
                 continue
-            if kind == "table":
-                encoded = encode_table(value)
-            elif kind == "shortstr":
-                raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-                encoded = bytes((len(raw),)) + raw
+            if kind == "shortstr":
+                size = view[offset]
+                if offset + 1 + size > len(view):
+                    raise MalformedProperties(f"property {name} runs past the header frame")
+                value: Any = bytes(view[offset + 1 : offset + 1 + size]).decode(
+                    "utf-8", "surrogateescape"
+                )
+                offset += 1 + size
+            elif kind == "octet":
+                value = view[offset]
+                offset += 1
+            elif kind == "timestamp":
+                seconds = _u64.unpack_from(view, offset)[0]
+                offset += 8
+                value = (
+                    datetime.fromtimestamp(seconds, tz=timezone.utc)
+                    if seconds <= _YEAR_9999_END
+                    else timestamp(seconds)
+                )
             else:
-                raise ValueError(f"the broker does not rewrite property {name!r}")
-        elif name in where:
-            start, end = where[name]
-            encoded = bytes(data[start:end])
-        else:
+                value, offset = decode_table(view, offset)
+            setattr(properties, name, value)
+    except (IndexError, struct.error):
+        raise MalformedProperties("the content header ends inside its properties") from None
+    return properties
+
+
+def encode_properties(properties: Properties) -> bytes:
+    """Flags and values, as a content header carries them."""
+    flags = 0
+    parts = []
+    for bit, (name, kind) in zip(range(15, 1, -1), _LAYOUT, strict=True):
+        value = getattr(properties, name)
+        if value is None:
             continue
-        flags |= _BIT[name]
-        parts.append(encoded)
-    return struct.pack(">H", flags) + b"".join(parts)
+        flags |= 1 << bit
+        if kind == "shortstr":
+            raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+            parts.append(_u8.pack(len(raw)) + raw)
+        elif kind == "octet":
+            parts.append(_u8.pack(value))
+        elif kind == "timestamp":
+            seconds = int(value) if isinstance(value, (int, TypedValue)) else datetime_seconds(value)
+            parts.append(_u64.pack(seconds))
+        else:
+            parts.append(encode_table(value))
+    return _u16.pack(flags) + b"".join(parts)
+
+
+def rewrite(data: bytes, changes: dict[str, Any]) -> bytes:
+    """``data`` with the properties in ``changes`` set (None: removed), the others as they
+    were: the broker changes only headers (BCC stripped, dead-lettering) and expiration."""
+    properties = decode_properties(data)
+    for name, value in changes.items():
+        setattr(properties, name, value)
+    return encode_properties(properties)

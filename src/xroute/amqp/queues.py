@@ -219,6 +219,7 @@ class BrokerQueue:
             QueuedMessage(message, self._seq, None if ttl is None else now + ttl / 1000, priority)
         )
         self.ready_bytes += body_size
+        self.vhost.memory.hold(message.size)
         self.dispatch()
         if self.overflow == "drop-head":
             while self.ready and self._full(0, 0):
@@ -239,6 +240,7 @@ class BrokerQueue:
     def _take(self) -> QueuedMessage:
         item = self.ready.popleft()
         self.ready_bytes -= len(item.message.body)
+        self.vhost.memory.release(item.message.size)
         return item
 
     # ------------------------------------------------------------------ consuming
@@ -275,9 +277,11 @@ class BrokerQueue:
         """Put delivered messages back in their places, marked redelivered."""
         if self.deleted:
             return
+        memory = self.vhost.memory
         for item in items:
             item.redelivered = True
             self.ready_bytes += len(item.message.body)
+            memory.hold(item.message.size)
         self.ready.requeue(items)
         self.dispatch()
         self.expire_messages()
@@ -300,9 +304,14 @@ class BrokerQueue:
 
     def purge(self) -> int:
         """Drop every ready message; how many there were."""
+        items = self._clear()
+        return len(items)
+
+    def _clear(self) -> list[QueuedMessage]:
         items = self.ready.clear()
         self.ready_bytes = 0
-        return len(items)
+        self.vhost.memory.release(sum(item.message.size for item in items))
+        return items
 
     # ------------------------------------------------------------------ time
 
@@ -357,6 +366,5 @@ class BrokerQueue:
 
     def drain(self, each: Callable[[QueuedMessage], None]) -> None:
         """Hand every ready message to ``each`` and empty the queue."""
-        for item in self.ready.clear():
+        for item in self._clear():
             each(item)
-        self.ready_bytes = 0

@@ -32,6 +32,7 @@ from xroute.errors import (
     UnknownQueue,
     XRouteError,
 )
+from xroute.values import field_type
 
 # An atom that ~p prints without quotes: a lowercase letter, then letters, digits, _ and @.
 _BARE_ATOM = re.compile(r"[a-z][A-Za-z0-9_@]*")
@@ -112,31 +113,6 @@ def _equivalence_value(value: Any, typed: bool, unicode: bool) -> str:
 def _text(value: str | bytes) -> str:
     # ~s of a binary: its bytes as they are (UTF-8 text shows as text).
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def field_type(value: Any) -> str:
-    """The AMQP field type RabbitMQ gives a value: a typed value's own
-    (``xroute.values``), else the plain-Python rule (str longstr, bytes binary...)."""
-    named = getattr(type(value), "amqp_type", None)
-    if isinstance(named, str):
-        return named
-    if value is None:
-        return "void"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "signedint" if -(2**31) <= value < 2**31 else "long"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, str):
-        return "longstr"
-    if isinstance(value, (bytes, bytearray)):
-        return "binary"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, dict):
-        return "table"
-    return {"datetime": "timestamp", "Decimal": "decimal"}.get(type(value).__name__, "void")
 
 
 def _inequivalent(error: InequivalentArgument, vhost: str, unicode: bool) -> AMQPError:

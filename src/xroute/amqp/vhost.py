@@ -19,10 +19,11 @@ from xroute.amqp.errors import (
     locked,
     not_found,
 )
+from xroute.amqp.memory import MemoryWatermark
 from xroute.amqp.message import Message, QueuedMessage
 from xroute.amqp.properties import rewrite
 from xroute.amqp.queues import ARGUMENT_RULES, BrokerQueue, check_queue_arguments
-from xroute.amqp.replies import field_type, refusal
+from xroute.amqp.replies import refusal
 from xroute.dead_letter import dead_letter_settings
 from xroute.errors import (
     BindingNotFound,
@@ -36,6 +37,7 @@ from xroute.errors import (
 from xroute.exchanges.recent_history import Replay
 from xroute.profiles import is_3x
 from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
+from xroute.values import field_type
 
 # The broker keeps this many returned, dead-lettered and settled records for the test view.
 RECORD_LIMIT = 10_000
@@ -69,6 +71,7 @@ class VirtualHost:
         self.records: list[Record] = []
         self.changed = threading.Condition()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.memory = MemoryWatermark()
         for queue in list(self.topology.queues.values()):
             self.queues[queue.name] = self._new_queue(
                 queue.name, queue.durable, queue.auto_delete, None, dict(queue.arguments)

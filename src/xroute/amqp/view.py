@@ -24,7 +24,7 @@ class MessageView:
     exchange: str
     routing_key: str
     headers: dict[str, Any]
-    properties: Any  # pamqp Basic.Properties
+    properties: Any  # xroute.amqp.properties.Properties (pamqp's attribute names)
     redelivered: bool
 
 

@@ -16,8 +16,23 @@ from xroute.errors import XRouteError
 def _user(text: str) -> tuple[str, str]:
     user, sep, password = text.partition(":")
     if not sep or not user:
-        raise click.BadParameter(f"{text!r} is not user:password", param_hint="--user")
+        raise click.BadParameter(f"{user or text!r}... is not user:password", param_hint="--user")
+    if not password:
+        # RabbitMQ's internal backend refuses to log in a user with a blank password.
+        raise click.BadParameter(f"user {user!r} has a blank password, which RabbitMQ "
+                                 "refuses at login: give one", param_hint="--user")
     return user, password
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from xroute.amqp.memory import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--memory-limit") from None
 
 
 @cli.command()
@@ -35,6 +50,16 @@ def _user(text: str) -> tuple[str, str]:
 @rabbitmq_option
 @click.option("--heartbeat", default=60, show_default=True, type=click.IntRange(0, 65535),
               help="Heartbeat interval offered to clients, seconds (0: none).")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="Block publishers (connection.blocked) while queued and unacked messages "
+              "hold more than SIZE (bytes, or e.g. 150MB, 1GiB), as RabbitMQ's memory alarm.")
+@click.option("--handshake-timeout", default=10.0, show_default=True,
+              type=click.FloatRange(0, min_open=True),
+              help="Seconds a client has to log in and open its virtual host.")
+@click.option("--loopback-user", "loopback_users", multiple=True, default=("guest",),
+              show_default=True, metavar="USER",
+              help="A user who may log in only from this machine, as RabbitMQ's "
+              "loopback_users. Repeat for more; --loopback-user '' for none.")
 def serve(
     host: str,
     port: int,
@@ -43,6 +68,9 @@ def serve(
     users: tuple[str, ...],
     rabbitmq: str | None,
     heartbeat: int,
+    memory_limit: str | None,
+    handshake_timeout: float,
+    loopback_users: tuple[str, ...],
 ) -> None:
     """Run an AMQP 0-9-1 broker in memory (nothing is persisted) until interrupted.
 
@@ -63,6 +91,9 @@ def serve(
         heartbeat=heartbeat,
         record=False,
         rabbitmq=rabbitmq,
+        memory_limit=_size(memory_limit),
+        handshake_timeout=handshake_timeout,
+        loopback_users=[user for user in loopback_users if user],
     )
 
     async def run() -> None:
@@ -76,7 +107,16 @@ def serve(
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        click.echo(f"xroute: AMQP 0-9-1 broker on {broker.url} (in memory)", err=True)
+        # The address only: credentials are not for logs.
+        click.echo(f"xroute: AMQP 0-9-1 broker on amqp://{_host(host)}:{broker.port}/ "
+                   "(in memory)", err=True)
+        if not _loopback_only(host):
+            click.echo(
+                f"xroute: warning: listening on {host}, beyond this machine: anyone who can "
+                f"reach port {broker.port} may connect (users "
+                f"{', '.join(sorted(broker.users))}; loopback-only: "
+                f"{', '.join(sorted(broker.loopback_users)) or 'none'})", err=True,
+            )
         try:
             await stop.wait()
         finally:
@@ -84,3 +124,22 @@ def serve(
             await broker.stop_async()
 
     asyncio.run(run())
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _loopback_only(host: str) -> bool:
+    """True if ``host`` (an address or a name) listens on loopback addresses only."""
+    import ipaddress
+    import socket
+
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    try:
+        return all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+    except ValueError:
+        return False

@@ -29,7 +29,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.amqp.properties import read_properties
+from xroute.amqp.properties import decode_properties
 from xroute.errors import TraceFormatError
 from xroute.storage import Location, locate
 from xroute.traces.firehose import EVENT_EXCHANGE, TRACE_EXCHANGE, record_of_message
@@ -104,7 +104,7 @@ def typed_headers(data: bytes | None) -> dict[str, Any] | None:
     when there are none)."""
     if not data:
         return None
-    return read_properties(data, ("headers",)).get("headers")
+    return decode_properties(data).headers
 
 
 def _body(body: Any) -> bytes | None:

@@ -36,7 +36,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from xroute.amqp.properties import decode_table
 from xroute.batch import BatchRouter
 from xroute.errors import (
     InvalidHeaders,
@@ -45,6 +44,7 @@ from xroute.errors import (
     UnsupportedExchangeType,
     XRouteError,
 )
+from xroute.field_table import decode_table
 from xroute.model import Binding
 from xroute.pipeline.transform import PROPERTY_COLUMNS, properties_of, route_records
 from xroute.topology import DEFAULT_EXCHANGE, Exchange, Topology
