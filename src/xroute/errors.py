@@ -154,6 +154,21 @@ class InvalidArguments(XRouteError, ValueError):
         self.arguments = arguments
 
 
+class InvalidArgumentType(InvalidArguments):
+    """A new exchange's argument of a type RabbitMQ refuses for it (an ``alternate-exchange``
+    that is no longstr: 406): the exchange, the ``argument`` and its ``value``."""
+
+    def __init__(self, exchange: Any, argument: str, value: Any) -> None:
+        super().__init__(
+            f"exchange {_show(exchange)}: {argument} must be an exchange name (text), got "
+            f"{_show(value)}",
+            {argument: value},
+        )
+        self.exchange = exchange
+        self.argument = argument
+        self.value = value
+
+
 class InvalidHeaders(XRouteError, TypeError):
     """Message headers of the wrong shape: a non-dict, a non-text name, an unsupported value
     type, or a ``CC``/``BCC`` header that is not an array. ``erlang_reason``, when set, is

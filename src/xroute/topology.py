@@ -18,6 +18,7 @@ from xroute.errors import (
     BindingNotFound,
     InequivalentArgument,
     InvalidArguments,
+    InvalidArgumentType,
     ReplayFailed,
     SelectorError,
     UnknownExchange,
@@ -107,8 +108,20 @@ def _check_equivalent(
         ),
     }
     for what, (current, requested) in wanted.items():
-        if type(current) is not type(requested) or current != requested:
+        if _raw(current) != _raw(requested):
             raise InequivalentArgument(existing.name, what, requested, current)
+
+
+def _raw(value: Any) -> Any:
+    # rabbit_misc:assert_args_equivalence compares the values without their AMQP types when
+    # both are present: the longstr and the binary "a1" are equivalent. A boolean is an atom.
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return value
 
 
 def check_properties(properties: Any) -> dict[str, Any]:
@@ -219,21 +232,24 @@ class Topology:
         if alternate_exchange is not None:
             arguments[ALTERNATE_EXCHANGE] = alternate_exchange
         _frozen(arguments)  # validates the value types
+        existing = self._exchanges.get(name)
+        if existing is not None:
+            # As RabbitMQ's channel: the type must be known, then the redeclare equivalent;
+            # the arguments of an existing exchange are not validated again.
+            make_exchange_type(
+                exchange_type, ExchangeSettings(name, self.engine, {}, self.profile, self.random),
+                allow_unknown=allow_unknown_type,
+            )
+            _check_equivalent(existing, exchange_type, durable, auto_delete, internal, arguments)
+            return
         alternate = arguments.get(ALTERNATE_EXCHANGE)
         if alternate is not None and not isinstance(alternate, str):
-            raise InvalidArguments(
-                f"exchange {name!r}: alternate-exchange must be an exchange name, got {alternate!r}",
-                arguments,
-            )
+            raise InvalidArgumentType(name, ALTERNATE_EXCHANGE, alternate)
         kind = make_exchange_type(
             exchange_type,
             ExchangeSettings(name, self.engine, arguments, self.profile, self.random),
             allow_unknown=allow_unknown_type,
         )
-        existing = self._exchanges.get(name)
-        if existing is not None:
-            _check_equivalent(existing, exchange_type, durable, auto_delete, internal, arguments)
-            return
         if name.startswith("amq.") and name not in STANDARD_EXCHANGES:
             raise AccessRefused(f"exchange name {name!r} is reserved: names beginning 'amq.'")
         if alternate == DEFAULT_EXCHANGE:

@@ -22,10 +22,12 @@ from xroute.amqp.errors import (
     AMQPError,
     not_found,
 )
+from xroute.erlang.terms import io_format
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
     InequivalentArgument,
+    InvalidArgumentType,
     RoutingFailed,
     UnknownExchange,
     UnknownExchangeType,
@@ -48,55 +50,6 @@ def erlang_atom(name: str) -> str:
     return "'" + name.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def erlang_value(value: Any, unicode: bool = True) -> str:
-    """A field value as ``~p`` (``unicode``: ``~tp``) prints the Erlang term RabbitMQ holds:
-    text and bytes as a binary, integers and floats as numbers, booleans as atoms."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, float):
-        return _erlang_float(float(value))
-    if isinstance(value, str):
-        value = value.encode("utf-8", "surrogateescape")
-    if isinstance(value, (bytes, bytearray)):
-        return _erlang_binary(bytes(value), unicode)
-    if value is None:
-        return "undefined"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(erlang_value(v, unicode) for v in value) + "]"
-    return repr(value)
-
-
-def _erlang_float(value: float) -> str:
-    # Erlang prints the shortest form that reads back, always with a fraction: 1.0, 1.0e16.
-    text = repr(value)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        if "." not in mantissa:
-            mantissa += ".0"
-        return f"{mantissa}e{int(exponent)}"
-    return text if "." in text else text + ".0"
-
-
-def _erlang_binary(data: bytes, unicode: bool) -> str:
-    def printable(text: str) -> bool:
-        return all(ch in "\n\t\r\x0b\x0c\x08\x1b" or 32 <= ord(ch) != 127 for ch in text)
-
-    if all(32 <= b < 127 or b in b"\n\t\r" for b in data):
-        escaped = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
-        return '<<"' + escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r") + '">>'
-    if unicode:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None and printable(text):
-            escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-            return '<<"' + escaped + '"/utf8>>'
-    return "<<" + ",".join(str(b) for b in data) + ">>"
-
-
 def _equivalence_value(value: Any, typed: bool, unicode: bool) -> str:
     """``rabbit_misc:val/1``: none, 'V', or (when the two sides differ in presence or type)
     "the value 'V' of type 'T'"."""
@@ -105,9 +58,9 @@ def _equivalence_value(value: Any, typed: bool, unicode: bool) -> str:
     if isinstance(value, bool) and not typed:
         return "'" + ("true" if value else "false") + "'"
     if typed:
-        shown = _text(value) if isinstance(value, (str, bytes)) else erlang_value(value, unicode)
+        shown = _text(value) if isinstance(value, (str, bytes)) else io_format(value, unicode)
         return f"the value '{shown}' of type '{field_type(value)}'"
-    return "'" + (_text(value) if isinstance(value, (str, bytes)) else erlang_value(value)) + "'"
+    return "'" + (_text(value) if isinstance(value, (str, bytes)) else io_format(value)) + "'"
 
 
 def _text(value: str | bytes) -> str:
@@ -122,10 +75,8 @@ def _inequivalent(error: InequivalentArgument, vhost: str, unicode: bool) -> AMQ
         shown_received = f"'{erlang_atom(str(received))}'"
         shown_current = f"'{erlang_atom(str(current))}'"
     else:
-        # Both present and of one kind: the bare values; else the typed pairs (or none).
-        typed = what == "alternate-exchange" and (
-            received is None or current is None or field_type(received) != field_type(current)
-        )
+        # Both present: the bare values, whatever their types; else the typed pair, or none.
+        typed = what == "alternate-exchange" and (received is None or current is None)
         shown_received = _equivalence_value(received, typed, unicode)
         shown_current = _equivalence_value(current, typed, unicode)
     return AMQPError(
@@ -156,6 +107,12 @@ def refusal(error: XRouteError, vhost: str, unicode: bool = True) -> AMQPError:
         return AMQPError(PRECONDITION_FAILED, f"unknown exchange type '{error.exchange_type}'")
     if isinstance(error, InequivalentArgument):
         return _inequivalent(error, vhost, unicode)
+    if isinstance(error, InvalidArgumentType):
+        return AMQPError(
+            PRECONDITION_FAILED,
+            f"invalid type '{field_type(error.value)}' for arg '{error.argument}' in exchange "
+            f"'{error.exchange}' in vhost '{vhost}'",
+        )
     if isinstance(error, RoutingFailed):
         # The broker's own code crashed (a JMS selector that cannot be evaluated, a history
         # replay with nowhere to go): the channel process dies and the connection closes

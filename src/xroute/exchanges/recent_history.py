@@ -17,14 +17,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from xroute.erlang.terms import format_term
-from xroute.errors import PreconditionFailed
+from xroute.erlang.terms import io_format
+from xroute.errors import PreconditionFailed, XRouteError
 from xroute.exchanges.fanout import FanoutExchange
 from xroute.model import Binding, Destination
+from xroute.values import field_type
 
 LENGTH = "x-recent-history-length"
 NO_STORE = "x-recent-history-no-store"
 DEFAULT_LENGTH = 20
+INTEGER_TYPES = ("byte", "short", "signedint", "long")
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,21 @@ def history_length(arguments: Mapping[str, Any]) -> int:
     """The exchange's ``x-recent-history-length``; `PreconditionFailed` as RabbitMQ refuses
     anything but a positive integer."""
     value = arguments.get(LENGTH, DEFAULT_LENGTH)
-    if type(value) is not int or value <= 0:
-        shown = format_term(value.encode() if isinstance(value, str) else value)
+    # The plugin's check_int_arg: byte, short, signedint or long (not the unsigned types).
+    if not isinstance(value, int) or _type_name(value) not in INTEGER_TYPES or value <= 0:
+        shown = io_format(value, False)
         raise PreconditionFailed(
             f"{LENGTH} must be a positive integer, got {value!r}; RabbitMQ refuses the "
             "declaration (406)"
         ).replying(406, f"Invalid argument {shown}, '{LENGTH}' must be a positive integer")
-    return value
+    return int(value)
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return field_type(value)
+    except XRouteError:
+        return ""
 
 
 class RecentHistoryExchange(FanoutExchange):
