@@ -51,10 +51,13 @@ class Profile:
     refuses_reply_to_bindings: bool = False
 
 
+# Where the 4.3 profiles differ from 4.0 and 3.x (docs/semantics.md); the others: the defaults.
+_SINCE_43 = {"selector_refusal": 406, "refuses_reply_to_bindings": True}
+
 _PROFILES = {
-    None: Profile(None, False, 10_000, None, False, True, 406, 406, True),
-    "main": Profile("main", False, 10_000, 2, False, True, 406, 406, True),
-    "4.3": Profile("4.3", False, 10_000, 2, False, True, 406, 406, True),
+    None: Profile(None, False, 10_000, None, False, True, 406, **_SINCE_43),
+    "main": Profile("main", False, 10_000, 2, False, True, 406, **_SINCE_43),
+    "4.3": Profile("4.3", False, 10_000, 2, False, True, 406, **_SINCE_43),
     "4.0": Profile("4.0", False, None, None, False, False, 406),
     "3.13": Profile("3.13", False, None, None, True, False, 503),
     "3.12": Profile("3.12", True, None, None, True, False, 503),
