@@ -31,7 +31,7 @@ from xroute.management import fetch_definitions
 from xroute.traces.capture import Capture
 from xroute.traces.history import TopologyEvent, TopologyHistory
 from xroute.traces.read import read_traces
-from xroute.traces.verify import AGREE, DISAGREE, verify_batch
+from xroute.traces.verify import AGREE, DISAGREE, INEXACT, verify_batch
 
 pytestmark = pytest.mark.conformance
 
@@ -201,8 +201,11 @@ def test_the_tracing_plugin_logs_verify_as_the_capture_does(traced, fmt):
     by_time = _verdicts(table, TopologyHistory(traced["export"], events, order="time"))
     assert Counter(v["status"] for v in by_time.values()) == {AGREE: len(traced["expected"])}
     end = load_definitions(traced["export"])
+    # The JSON log lost the headers' types: where the capture disagrees, it says inexact.
+    moved = {DISAGREE: INEXACT} if fmt == "json" else {}
     assert {m: (v["status"], v["missing"], v["extra"]) for m, v in _verdicts(table, end).items()} == {
-        m: (v["status"], v["missing"], v["extra"]) for m, v in _verdicts(captured, end).items()
+        m: (moved.get(v["status"], v["status"]), v["missing"], v["extra"])
+        for m, v in _verdicts(captured, end).items()
     }
 
 
