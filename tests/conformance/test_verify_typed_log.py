@@ -96,12 +96,17 @@ def _messages(rng: random.Random) -> list[tuple[str, str, dict]]:
     return out
 
 
-def _publish_all(client: WireClient, messages, tag: str) -> None:
+def _publish_all(client: WireClient, messages, tag: str) -> set[str]:
+    """Publish every message; the ids of those the broker closed the connection on."""
+    crashed = set()
     for number, (exchange, key, headers) in enumerate(messages):
         reply = client.publish(PREFIX + exchange if exchange else "", key,
                                encode_properties({"message_id": f"{tag}{number}"}, headers),
                                f"{tag}{number}".encode())
         assert reply in ("ok", "nack") or reply[0] == 541, reply  # 541: the hash crashed
+        if reply not in ("ok", "nack"):
+            crashed.add(f"{tag}{number}")
+    return crashed
 
 
 def _landed(client: WireClient) -> dict[str, set[str]]:
@@ -133,7 +138,7 @@ def traced():
         runner.start()
         time.sleep(0.5)
         messages = _messages(rng)
-        _publish_all(client, messages, "p")
+        crashed = _publish_all(client, messages, "p")
         first = _landed(client)
         time.sleep(0.05)  # the tracing plugin's clock tells the change from the messages
         from pamqp import commands as c
@@ -143,7 +148,7 @@ def traced():
                                               routing_key=key, arguments={}),
                                encode_table(arguments), c.Queue.UnbindOk) == "ok"
         time.sleep(0.05)
-        _publish_all(client, messages, "r")
+        crashed |= _publish_all(client, messages, "r")
         again = _landed(client)
         runner.join(60)
         capture.close()
@@ -154,7 +159,7 @@ def traced():
         for fmt in ("json", "text"):  # stopping a trace flushes its log
             api(node.management_url, "DELETE", f"traces/%2F/x{fmt}")
         yield {"logs": logs, "capture": out, "export": export, "first": first, "again": again,
-               "count": len(messages)}
+               "count": len(messages), "crashed": crashed}
     shutil.rmtree(logs, ignore_errors=True)
 
 
@@ -213,3 +218,24 @@ def test_the_json_log_flags_no_message_it_cannot_judge(traced):
     inexact = {m for m, v in verdicts.items() if v["status"] == INEXACT}
     assert disagree <= _moved(traced)  # no false alarm
     assert _moved(traced) <= disagree | inexact  # no miss: the rest is said to be inexact
+
+
+def test_the_capture_and_the_text_log_keep_the_same_typed_headers(traced):
+    from xroute.field_table import decode_table
+
+    def typed(table) -> dict[str, dict]:
+        return {payload: decode_table(row["amqp_headers"])[0]
+                for payload, row in _by_payload(table).items()}
+
+    text = typed(read_traces(str(traced["logs"] / "xtext.log"), "rabbitmq-tracing"))
+    captured = typed(read_traces(traced["capture"]))
+    assert text == captured and len(text) == 2 * traced["count"] - len(_crashed(traced))
+    kinds = {type(v).__name__ for headers in text.values() for v in headers.values()}
+    assert {"short", "float32", "bytes", "unsignedint"} <= kinds  # bytes: binary, as pika's
+    json_log = read_traces(str(traced["logs"] / "xjson.log"), "rabbitmq-tracing")
+    assert json_log.column("amqp_headers").null_count == json_log.num_rows
+
+
+def _crashed(traced) -> set[str]:
+    """Messages the broker closed the connection on (a hash it could not compute): untraced."""
+    return traced["crashed"]
