@@ -4,6 +4,7 @@ from xroute.engines import ENGINES, TopicMatcher
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
+    BrokerCrash,
     DatasetError,
     DefinitionsError,
     FieldTableError,
@@ -51,6 +52,7 @@ __all__ = [
     "AccessRefused",
     "Binding",
     "BindingNotFound",
+    "BrokerCrash",
     "DatasetError",
     "DefinitionsError",
     "Destination",

@@ -35,15 +35,20 @@ class Profile:
     # The AMQP reply code for declaring an exchange of an unknown type: 3.x's command_invalid
     # (503, closing the connection), 4.x's precondition_failed (406, closing the channel).
     unknown_type_reply_code: int
+    # Headers: a top-level timestamp header routes as its milliseconds (3.13+, message
+    # containers: mc_amqpl:routing_value(timestamp, V) -> V * 1000), a binding argument's
+    # timestamp as its seconds; up to 3.12 both are seconds.
+    timestamp_header_millis: bool = True
 
 
 _PROFILES = {
     None: Profile(None, False, 10_000, None, False, True, 406),
     "4.3": Profile("4.3", False, 10_000, 2, False, True, 406),
     "4.0": Profile("4.0", False, None, None, False, False, 406),
-    "3.13": Profile("3.13", False, None, None, True, False, 503),
-    "3.12": Profile("3.12", True, None, None, True, False, 503),
-    "3.10": Profile("3.10", True, None, None, True, False, 503),
+    # 3.13 compares top-level header values exactly (=:=, message containers, PR #5077).
+    "3.13": Profile("3.13", False, None, None, False, False, 503),
+    "3.12": Profile("3.12", True, None, None, True, False, 503, False),
+    "3.10": Profile("3.10", True, None, None, True, False, 503, False),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from xroute.errors import PreconditionFailed
 from xroute.exchanges.fanout import FanoutExchange
 from xroute.model import Binding
+from xroute.values import field_type
 
 LENGTH = "x-recent-history-length"
 NO_STORE = "x-recent-history-no-store"
@@ -33,16 +34,23 @@ class RecordedMessage:
     properties: dict[str, Any] = field(default_factory=dict)
 
 
+# The integer types the plugin's validate/1 takes (its INTEGER_ARG_TYPES): not the unsigned
+# ones, nor a timestamp.
+_LENGTH_TYPES = ("byte", "short", "signedint", "long")
+
+
 def history_length(arguments: Mapping[str, Any]) -> int:
     """The exchange's ``x-recent-history-length``; `PreconditionFailed` as RabbitMQ refuses
-    anything but a positive integer."""
+    anything but a positive integer of a signed type (``unsignedint(5)`` included)."""
     value = arguments.get(LENGTH, DEFAULT_LENGTH)
-    if type(value) is not int or value <= 0:
+    if type(value) is bool or not isinstance(value, int) or value <= 0 or (
+        field_type(value) not in _LENGTH_TYPES
+    ):
         raise PreconditionFailed(
-            f"{LENGTH} must be a positive integer, got {value!r}; RabbitMQ refuses the "
-            "declaration (406)"
+            f"{LENGTH} must be a positive integer (byte, short, signedint or long), got "
+            f"{value!r}; RabbitMQ refuses the declaration (406)"
         )
-    return value
+    return int(value)
 
 
 class RecentHistoryExchange(FanoutExchange):
