@@ -235,27 +235,3 @@ HAND_PICKED: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
-
-# Cases where xroute still answers otherwise than RabbitMQ 3.10.8, with the reason: the typed
-# routing of part A of issue 34 (branch i34-values) settles them. Their tests are strict
-# expected failures, so that a fix shows as one to remove from here.
-PENDING: dict[str, str] = {
-    "generated, seed 0": "a JMS selector over a binary header: 541 (typed JMS evaluation)",
-    "generated, seed 4": "a JMS selector over an unsignedshort header: 541 (typed JMS)",
-    "generated, seed 19": "consistent hash of typed headers (short, unsignedint) on 3.10",
-    "generated, seed 27": "a JMS selector over an unsignedshort header: 541 (typed JMS)",
-    "generated, seed 38": "a JMS selector over an unsignedbyte header: 541 (typed JMS)",
-    "consistent hash hashes a binary header as binary (b'' and b'abc' apart)":
-        "consistent hash of typed headers on 3.10 ({binary, V}, {short, V}...)",
-    "a JMS selector over a binary header closes the connection (541)":
-        "a JMS selector over a binary header: 541 (typed JMS evaluation)",
-}
-
-
-def marked(name: str) -> object:
-    """The case ``name`` as a pytest parameter, a strict expected failure if `PENDING`."""
-    import pytest
-
-    if name in PENDING:
-        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=PENDING[name]))
-    return name

@@ -4,6 +4,7 @@ from xroute.engines import ENGINES, TopicMatcher
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
+    BrokerCrash,
     DatasetError,
     DefinitionsError,
     FieldTableError,
@@ -54,6 +55,7 @@ __all__ = [
     "AccessRefused",
     "Binding",
     "BindingNotFound",
+    "BrokerCrash",
     "DatasetError",
     "DefinitionsError",
     "Destination",

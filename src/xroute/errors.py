@@ -110,8 +110,10 @@ class UnsupportedExchangeType(XRouteError, ValueError):
 
 class RoutingFailed(XRouteError, RuntimeError):
     """RabbitMQ itself fails while routing this message (its exchange type crashes, or a JMS
-    selector cannot be evaluated): the broker closes the publisher's channel or connection and
-    the message reaches no queue."""
+    selector cannot be evaluated): the broker answers 541 INTERNAL_ERROR, closing the
+    publisher's connection, and the message reaches no queue."""
+
+    reply_code = 541  # what an AMQP front answers, closing the connection
 
     def __init__(self, message: str, exchange: Any = None) -> None:
         super().__init__(message)
@@ -129,6 +131,18 @@ class ReplayFailed(RoutingFailed):
         self.replayed = list(replayed)
 
 
+class BrokerCrash(XRouteError, ValueError):
+    """Input on which RabbitMQ's own code fails instead of refusing it (a ``case`` no value
+    of this type meets, as a ``hash-header`` that is not a longstr): the broker answers 541
+    INTERNAL_ERROR and closes the connection. ``value`` is the input."""
+
+    reply_code = 541  # what an AMQP front answers, closing the connection
+
+    def __init__(self, message: str, value: Any = None) -> None:
+        super().__init__(message)
+        self.value = value
+
+
 class UnknownProfile(XRouteError, ValueError):
     """A RabbitMQ version profile xroute does not have."""
 
@@ -139,7 +153,9 @@ class UnknownProfile(XRouteError, ValueError):
 
 class SelectorError(XRouteError, ValueError):
     """A JMS selector (``rjms_erlang_selector``) that cannot be parsed or compiled; RabbitMQ
-    refuses such a binding (541)."""
+    refuses such a binding with 541, closing the connection."""
+
+    reply_code = 541  # what an AMQP front answers, closing the connection
 
     def __init__(self, message: str, selector: Any = None) -> None:
         super().__init__(message)

@@ -49,6 +49,10 @@ class Profile:
     # Bindings to a direct reply-to queue (amq.rabbitmq.reply-to.*) are refused (403) from
     # 4.3.0 (rabbitmq-server #15935, 9055500d10); before, such a queue is simply not found.
     refuses_reply_to_bindings: bool = False
+    # Headers: a top-level timestamp header routes as its milliseconds (3.13+, message
+    # containers: mc_amqpl:routing_value(timestamp, V) -> V * 1000), a binding argument's
+    # timestamp as its seconds; up to 3.12 both are seconds.
+    timestamp_header_millis: bool = True
 
 
 # Where the 4.3 profiles differ from 4.0 and 3.x (docs/semantics.md); the others: the defaults.
@@ -59,9 +63,10 @@ _PROFILES = {
     "main": Profile("main", False, 10_000, 2, False, True, 406, **_SINCE_43),
     "4.3": Profile("4.3", False, 10_000, 2, False, True, 406, **_SINCE_43),
     "4.0": Profile("4.0", False, None, None, False, False, 406),
-    "3.13": Profile("3.13", False, None, None, True, False, 503),
-    "3.12": Profile("3.12", True, None, None, True, False, 503),
-    "3.10": Profile("3.10", True, None, None, True, False, 503),
+    # 3.13 compares top-level header values exactly (=:=, message containers, PR #5077).
+    "3.13": Profile("3.13", False, None, None, False, False, 503),
+    "3.12": Profile("3.12", True, None, None, True, False, 503, timestamp_header_millis=False),
+    "3.10": Profile("3.10", True, None, None, True, False, 503, timestamp_header_millis=False),
 }
 
 

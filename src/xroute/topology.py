@@ -33,7 +33,7 @@ from xroute.exchanges import (
     make_exchange_type,
 )
 from xroute.exchanges.recent_history import RecordedMessage, Replay
-from xroute.headers import canonical, check_field_name, check_headers, sender_selected_keys
+from xroute.headers import check_headers, frozen_arguments, sender_selected_keys
 from xroute.keys import ALWAYS_SHORT, check_pattern, check_routing_key
 from xroute.literal_routes import EMPTY_NAMES
 from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
@@ -63,15 +63,6 @@ BASIC_PROPERTIES = (
 # Called once per exchange a message visits: (exchange, bindings it matched, how it got there:
 # "published", "binding" or "alternate").
 RouteObserver = Callable[[Exchange, list[Binding], str], None]
-
-
-def _frozen(arguments: Mapping[str, Any]) -> tuple:
-    # Binding identity compares arguments with their types, as RabbitMQ's tables do.
-    return tuple(
-        sorted(
-            (check_field_name(name), canonical(value, name)) for name, value in arguments.items()
-        )
-    )
 
 
 def _arguments(arguments: Any, what: str) -> dict[str, Any]:
@@ -231,7 +222,7 @@ class Topology:
         arguments = _arguments(arguments, f"exchange {name!r}")
         if alternate_exchange is not None:
             arguments[ALTERNATE_EXCHANGE] = alternate_exchange
-        _frozen(arguments)  # validates the value types
+        frozen_arguments(arguments)  # validates the value types
         existing = self._exchanges.get(name)
         if existing is not None:
             # As RabbitMQ's channel: the type must be known, then the redeclare equivalent;
@@ -280,7 +271,7 @@ class Topology:
         if not name:
             raise InvalidArguments("a queue needs a name (server-named queues are not modelled)")
         arguments = _arguments(arguments, f"queue {name!r}")
-        _frozen(arguments)
+        frozen_arguments(arguments)
         if name not in self._queues:
             self._queues[name] = Queue(name, durable, auto_delete, arguments)
             if self._route_cache is not None:
@@ -339,7 +330,7 @@ class Topology:
             )
         check_pattern(routing_key)
         arguments = _arguments(arguments, "binding")
-        frozen = _frozen(arguments)
+        frozen = frozen_arguments(arguments)
         target = Destination(destination_type, destination)
         target = self._targets.setdefault(target, target)
         return exchange, target, arguments, (source, target, routing_key, frozen)
@@ -465,9 +456,8 @@ class Topology:
         self._destinations.clear()
         if self._route_cache is not None:
             self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
-        del self._bindings[
-            (binding.source, binding.destination, binding.routing_key, _frozen(binding.arguments))
-        ]
+        frozen = frozen_arguments(binding.arguments)
+        del self._bindings[(binding.source, binding.destination, binding.routing_key, frozen)]
 
     # ----------------------------------------------------------------- looking
 

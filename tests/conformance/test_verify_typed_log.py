@@ -182,15 +182,6 @@ def _verdicts(table, against) -> dict[str, dict]:
     return {payload: by_seq[row["seq"]] for payload, row in records.items()}
 
 
-# Until the consistent hash of typed headers is RabbitMQ's (part A of issue 34, branch
-# i34-values), the messages through exchange 'c' differ: without it, no false alarm and no miss
-# (seen: 11 messages moved, 11 flagged, in both logs).
-PENDING_HASH = pytest.mark.xfail(
-    strict=True, reason="consistent hash of typed headers on 3.10 (part A, i34-values)"
-)
-
-
-@PENDING_HASH
 def test_the_text_log_is_flagged_exactly_where_republishing_differs(traced):
     table = read_traces(str(traced["logs"] / "xtext.log"), "rabbitmq-tracing")
     verdicts = _verdicts(table, load_definitions(traced["export"]))
@@ -199,7 +190,6 @@ def test_the_text_log_is_flagged_exactly_where_republishing_differs(traced):
     assert {verdicts[m]["status"] for m in flagged} <= {DISAGREE}
 
 
-@PENDING_HASH
 def test_with_the_events_the_text_log_agrees_on_every_message(traced):
     table = read_traces(str(traced["logs"] / "xtext.log"), "rabbitmq-tracing")
     captured = read_traces(traced["capture"])

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance.plugins import BROKER_PROFILE, plugins_url  # noqa: F401 (fixture)
-from tests.wire_cases import HAND_PICKED, generate, marked
+from tests.wire_cases import HAND_PICKED, generate
 from tests.wire_replay import differences, run_script
 from xroute.amqp import Broker
 
@@ -54,7 +54,7 @@ def answers(plugins_url):  # noqa: F811
         )
 
 
-@pytest.mark.parametrize("name", [marked(n) for n in list(CASES)])
+@pytest.mark.parametrize("name", list(CASES))
 def test_xroute_serve_answers_as_rabbitmq(plugins_url, answers, name):  # noqa: F811
     script = CASES[name]
     theirs = run_script(plugins_url, script, PREFIX)

@@ -26,6 +26,7 @@ from xroute.erlang.terms import io_format
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
+    BrokerCrash,
     InequivalentArgument,
     InvalidArgumentType,
     RoutingFailed,
@@ -113,7 +114,7 @@ def refusal(error: XRouteError, vhost: str, unicode: bool = True) -> AMQPError:
             f"invalid type '{field_type(error.value)}' for arg '{error.argument}' in exchange "
             f"'{error.exchange}' in vhost '{vhost}'",
         )
-    if isinstance(error, RoutingFailed):
+    if isinstance(error, (RoutingFailed, BrokerCrash)):
         # The broker's own code crashed (a JMS selector that cannot be evaluated, a history
         # replay with nowhere to go): the channel process dies and the connection closes
         # with the bare INTERNAL_ERROR (seen on 3.10.8).

@@ -7,8 +7,10 @@ picked by a jump consistent hash over a ring of buckets.
   destination removes all of its buckets, and the buckets after them move down.
 - The value hashed is the first routing key, or the header named by the exchange's
   ``hash-header``, or the property named by ``hash-property`` (``message_id``,
-  ``correlation_id``, ``timestamp`` as decimal text). An integer is the key itself; anything
-  else goes through ``erlang:phash2``. The key seeds OTP's ``exs1024`` generator, which
+  ``correlation_id``, ``timestamp`` as decimal text). A header is hashed with its AMQP type
+  up to 3.12, ``{Type, Value}`` (`xroute.exchanges.terms`: ``{binary, <<>>}`` for ``b""``),
+  and as its bare value from 3.13. An integer is the key itself; anything else goes through
+  ``erlang:phash2``. The key seeds OTP's ``exs1024`` generator, which
   drives the jump hash (Lamping and Veach) to a bucket.
 """
 
@@ -20,13 +22,13 @@ from typing import Any
 
 from xroute.erlang import UNDEFINED, Exs1024, phash2
 from xroute.erlang.terms import io_format
-from xroute.errors import InvalidArguments, PreconditionFailed, RoutingFailed
+from xroute.errors import BrokerCrash, InvalidArguments, PreconditionFailed, short_repr
 from xroute.exchanges.terms import binary_or_undefined, plain, routing_keys, timestamp_seconds
 from xroute.exchanges.terms import typed as typed_term
 from xroute.keys import check_pattern
 from xroute.model import Binding, Destination, properties_of
 from xroute.profiles import DEFAULT_PROFILE, Profile
-from xroute.values import longstr
+from xroute.values import field_type, longstr
 
 HASH_HEADER = "hash-header"
 HASH_PROPERTY = "hash-property"
@@ -75,21 +77,23 @@ def weight(routing_key: str, max_weight: int | None) -> int:
 
 def hash_on(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
     """("header", name), ("property", name) or None (the routing key), from the exchange's
-    arguments; `PreconditionFailed` where RabbitMQ refuses the declaration."""
+    arguments; `PreconditionFailed` where RabbitMQ refuses the declaration, `BrokerCrash`
+    where it fails on it: a ``hash-header`` or ``hash-property`` that is not a longstr (a
+    ``bytes`` is a binary, `xroute.values`) meets no clause of its ``hash_args``."""
     found = {}
     for name in (HASH_HEADER, HASH_PROPERTY):
         value = arguments.get(name)
         if value is None:
             continue
-        if isinstance(value, longstr):
-            value = value.decode("utf-8", "replace")  # a longstr that is not UTF-8
-        if not isinstance(value, str):
-            # The plugin's hash_args has no clause but longstr: the declaration crashes the
-            # channel, and the connection closes with a bare INTERNAL_ERROR (every version).
-            raise PreconditionFailed(
-                f"x-consistent-hash: {name} must be text, got {value!r}; RabbitMQ fails the "
-                "declaration (541)"
-            ).replying(541)
+        if type(value) is longstr:
+            value = bytes(value).decode("utf-8", "surrogateescape")
+        elif type(value) is not str:
+            raise BrokerCrash(
+                f"x-consistent-hash: {name} must be a longstr (text), got "
+                f"{field_type(value)} {short_repr(value)}; RabbitMQ fails the declaration "
+                "(541, the connection closes)",
+                value,
+            )
         found[name] = value
     if len(found) == 2:
         raise PreconditionFailed(
@@ -165,17 +169,13 @@ class ConsistentHashExchange:
                 seconds = timestamp_seconds(properties.get("timestamp"))
                 return UNDEFINED if seconds is None else str(seconds).encode()
             return binary_or_undefined(properties.get(name))
-        if self.profile.chx_hashes_type_tag:
-            # rabbit_misc:table_lookup: {Type, Value}, or undefined without the header.
-            return typed_term(headers[name]) if name in headers else UNDEFINED
         if name not in headers:
-            # maps:get/2 on the message's headers: RabbitMQ 3.13+ crashes in the exchange.
-            raise RoutingFailed(
-                f"x-consistent-hash exchange {self.name!r} hashes on header {name!r}, which "
-                "the message does not have: RabbitMQ 3.13 and later fail to route it",
-                self.name,
-            )
-        return plain(headers[name])
+            # table_lookup's (3.x) and maps:get/3's (4.x) answer. (3.13.0 to 3.13.6 crashed
+            # on maps:get/2: fixed by rabbitmq-server PR #11808 in 3.13.7 and 4.0.0.)
+            return UNDEFINED
+        if self.profile.chx_hashes_type_tag:
+            return typed_term(headers[name])  # rabbit_misc:table_lookup: {Type, Value}
+        return plain(headers[name])  # mc_amqpl:routing_headers: the value alone
 
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         count = len(self.buckets)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from xroute.erlang.terms import io_format
-from xroute.errors import PreconditionFailed, XRouteError
+from xroute.errors import PreconditionFailed
 from xroute.exchanges.fanout import FanoutExchange
 from xroute.model import Binding, Destination
 from xroute.values import field_type
@@ -26,7 +26,6 @@ from xroute.values import field_type
 LENGTH = "x-recent-history-length"
 NO_STORE = "x-recent-history-no-store"
 DEFAULT_LENGTH = 20
-INTEGER_TYPES = ("byte", "short", "signedint", "long")
 
 
 @dataclass(frozen=True)
@@ -48,25 +47,26 @@ class Replay(NamedTuple):
     queues: frozenset[str]
 
 
+# The integer types the plugin's validate/1 takes (its INTEGER_ARG_TYPES): not the unsigned
+# ones, nor a timestamp.
+_LENGTH_TYPES = ("byte", "short", "signedint", "long")
+
+
 def history_length(arguments: Mapping[str, Any]) -> int:
     """The exchange's ``x-recent-history-length``; `PreconditionFailed` as RabbitMQ refuses
-    anything but a positive integer."""
+    anything but a positive integer of a signed type (``unsignedint(5)`` included)."""
     value = arguments.get(LENGTH, DEFAULT_LENGTH)
-    # The plugin's check_int_arg: byte, short, signedint or long (not the unsigned types).
-    if not isinstance(value, int) or _type_name(value) not in INTEGER_TYPES or value <= 0:
-        shown = io_format(value, False)
+    if type(value) is bool or not isinstance(value, int) or value <= 0 or (
+        field_type(value) not in _LENGTH_TYPES
+    ):
         raise PreconditionFailed(
-            f"{LENGTH} must be a positive integer, got {value!r}; RabbitMQ refuses the "
-            "declaration (406)"
-        ).replying(406, f"Invalid argument {shown}, '{LENGTH}' must be a positive integer")
+            f"{LENGTH} must be a positive integer (byte, short, signedint or long), got "
+            f"{value!r}; RabbitMQ refuses the declaration (406)"
+        ).replying(
+            406, f"Invalid argument {io_format(value, False)}, '{LENGTH}' must be a positive "
+            "integer"
+        )
     return int(value)
-
-
-def _type_name(value: Any) -> str:
-    try:
-        return field_type(value)
-    except XRouteError:
-        return ""
 
 
 class RecentHistoryExchange(FanoutExchange):

@@ -18,7 +18,7 @@ from xroute.definitions import load_definitions, pick_vhost, read_definitions, s
 from xroute.errors import InvalidArguments, InvalidLintInput, XRouteError
 from xroute.exchanges import UnsupportedExchange
 from xroute.exchanges.headers import X_MATCH, match_mode
-from xroute.headers import canonical
+from xroute.headers import frozen_arguments
 from xroute.keys import HASH, split_words
 from xroute.model import Binding
 from xroute.patterns import WILDCARDS, normal_words
@@ -116,7 +116,7 @@ def _bind_all(topology: Topology, raw: list[dict[str, Any]]) -> Iterator[Finding
                 ref["destination_type"],
                 ref["destination"],
                 ref["routing_key"],
-                tuple(sorted((k, canonical(v, k)) for k, v in arguments.items())),
+                frozen_arguments(arguments),
             )
         except XRouteError as error:
             yield _invalid(ref, str(error))
