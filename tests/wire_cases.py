@@ -223,6 +223,14 @@ HAND_PICKED: dict[str, list[dict[str, Any]]] = {
         {"op": "queue.declare", "name": "late"},
         {"op": "queue.bind", "source": "h", "destination": "late"},
     ],
+    "a binding whose two ends are missing names its source": [
+        {"op": "exchange.declare", "name": "x", "type": "direct"},
+        {"op": "exchange.bind", "source": "nx1", "destination": "nx2"},
+        {"op": "queue.bind", "source": "nx1", "destination": "nq"},
+        {"op": "queue.bind", "source": "x", "destination": "nq"},
+        {"op": "exchange.bind", "source": "x", "destination": "nx2"},
+        {"op": "exchange.unbind", "source": "nx1", "destination": "nx2"},
+    ],
     "inequivalent redeclares, in RabbitMQ's words": [
         {"op": "exchange.declare", "name": "x", "type": "x-consistent-hash"},
         {"op": "exchange.declare", "name": "x", "type": "direct"},

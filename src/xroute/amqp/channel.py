@@ -329,12 +329,14 @@ class Channel:
             if kind == "queue" and destination in self.vhost.queues:
                 self.vhost.queue(destination, self.connection)
             return
+        # rabbit_binding's call_with_source_and_destination: a missing source is named
+        # first, then a missing destination; only then a queue that is another's.
+        if source not in self.vhost.topology.exchanges:
+            raise not_found("exchange", source, self.vhost.name)
         if kind == "queue":
             self.vhost.queue(destination, self.connection)
         elif destination not in self.vhost.topology.exchanges:
             raise not_found("exchange", destination, self.vhost.name)
-        if source not in self.vhost.topology.exchanges:
-            raise not_found("exchange", source, self.vhost.name)
 
     def _exchange_bind(self, m: c.Exchange.Bind) -> Any:
         self._check_bind(m.source, m.destination, "exchange")
