@@ -34,7 +34,7 @@ _PACK = {"b": ">b", "B": ">B", "s": ">h", "u": ">H", "I": ">i", "i": ">I", "l": 
          "f": ">f", "d": ">d", "T": ">Q"}
 
 
-# ------------------------------------------------------------------ values, as RabbitMQ's parser reads them
+# ---------------------------------------------------- values, as RabbitMQ's parser reads them
 
 
 def encode_value(tagged: list) -> bytes:

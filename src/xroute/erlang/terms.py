@@ -322,7 +322,8 @@ def _erlang_binary(data: bytes, unicode: bool) -> str:
 
     if all(32 <= b < 127 or b in b"\n\t\r" for b in data):
         escaped = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
-        return '<<"' + escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r") + '">>'
+        escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+        return '<<"' + escaped + '">>'
     if unicode:
         try:
             text = data.decode("utf-8")

@@ -94,7 +94,8 @@ def _read_file(
             table = file.read(columns=[c for c in wanted if c in present])
             for name in wanted:  # a capture written before a column came: null there
                 if name not in present:
-                    table = table.append_column(name, pa.nulls(table.num_rows, SCHEMA.field(name).type))
+                    nulls = pa.nulls(table.num_rows, SCHEMA.field(name).type)
+                    table = table.append_column(name, nulls)
             return table.select(wanted).cast(pa.schema([SCHEMA.field(c) for c in wanted]))
         if kind == "firehose-json":
             rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
