@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xroute import InvalidArguments, PreconditionFailed, RoutingFailed, Topology
+from xroute import InvalidArguments, PreconditionFailed, Topology
 from xroute.erlang import UNDEFINED, Atom, phash2
 from xroute.exchanges.consistent_hash import jump_consistent_hash
 
@@ -106,8 +106,10 @@ def test_properties_and_headers_hash_as_each_version_does():
         ]
     old = topology_of(ring, {"hash-header": "h"}, rabbitmq="3.10")
     assert _only_queue(old) == QUEUES[jump_consistent_hash(UNDEFINED, len(QUEUES) * 3) // 3]
-    with pytest.raises(RoutingFailed, match="'h'"):
-        topology_of(ring, {"hash-header": "h"}).route("chx", "k")
+    # 4.x (and 3.13.7) hash an absent header as undefined too (maps:get/3, PR #11808).
+    for version in ("3.13", "4.0", None):
+        new = topology_of(ring, {"hash-header": "h"}, rabbitmq=version)
+        assert _only_queue(new) == QUEUES[jump_consistent_hash(UNDEFINED, 12) // 3]
     stamped = topology_of(ring, {"hash-property": "timestamp"})
     assert _only_queue(stamped, properties={"timestamp": 1700000000}) == QUEUES[
         jump_consistent_hash(b"1700000000", 12) // 3

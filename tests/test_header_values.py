@@ -28,16 +28,16 @@ from xroute.values import (
 )
 
 
-def headers_topology(arguments: dict) -> Topology:
-    t = Topology()
+def headers_topology(arguments: dict, rabbitmq: str | None = None) -> Topology:
+    t = Topology(rabbitmq=rabbitmq)
     t.declare_exchange("h", "headers")
     t.declare_queue("q")
     t.bind("h", "q", "", arguments)
     return t
 
 
-def routes(arguments: dict, headers: dict) -> bool:
-    return "q" in headers_topology(arguments).route("h", "", headers)
+def routes(arguments: dict, headers: dict, rabbitmq: str | None = None) -> bool:
+    return "q" in headers_topology(arguments, rabbitmq).route("h", "", headers)
 
 
 # ------------------------------------------------------------------ timestamps
@@ -58,8 +58,23 @@ def test_a_timestamp_is_not_an_integer_inside_an_array():
     assert canonical([one]) != canonical([1])
     assert canonical([one]) == canonical([one])
     assert canonical({"a": one}) != canonical({"a": 1})
-    assert routes({"k": one}, {"k": 1}) and routes({"k": 1}, {"k": one})
+    assert routes({"k": one}, {"k": 1}, "3.10") and routes({"k": 1}, {"k": one}, "3.10")
     assert not routes({"k": [one]}, {"k": [1]})
+
+
+@pytest.mark.parametrize("rabbitmq", ["3.13", "4.0", "4.3", None])
+def test_a_timestamp_header_routes_as_its_milliseconds_from_3_13(rabbitmq):
+    # mc_amqpl:routing_value(timestamp, V) -> V * 1000: a message's top-level timestamp is
+    # compared in milliseconds, a binding argument's as it was sent (seconds).
+    one = datetime(1970, 1, 1, 0, 0, 1)
+    assert routes({"k": one}, {"k": 1}, rabbitmq)
+    assert not routes({"k": 1}, {"k": one}, rabbitmq)
+    assert routes({"k": 1000}, {"k": one}, rabbitmq)
+    assert routes({"k": timestamp(1000)}, {"k": timestamp(1)}, rabbitmq)
+    assert not routes({"k": one}, {"k": one}, rabbitmq)
+    # inside arrays a timestamp keeps its seconds and its type
+    assert routes({"k": [one]}, {"k": [timestamp(1)]}, rabbitmq)
+    assert routes({"k": one}, {"k": one}, "3.12")
 
 
 def test_a_timestamp_is_not_a_float():
@@ -303,7 +318,19 @@ def wire(value):
     return "array", ("list", tuple(wire(v) for v in value))
 
 
-def model_matches(arguments: dict, headers: dict) -> bool:
+def _top_equal(binding, header, rabbitmq: str | None) -> bool:
+    """RabbitMQ's comparison of two top-level values: ``==`` up to 3.12 (``1 == 1.0``), ``=:=``
+    from 3.13, where a message's timestamp header is its milliseconds."""
+    (_, a), (kind, b) = wire(binding), wire(header)
+    if rabbitmq == "3.10":
+        if a and b and {a[0], b[0]} <= {"number", "float"}:
+            return a[1] == b[1]
+    elif kind == "timestamp":
+        b = ("number", b[1] * 1000)
+    return a == b
+
+
+def model_matches(arguments: dict, headers: dict, rabbitmq: str | None = None) -> bool:
     mode = arguments.get("x-match", "all")
     with_x = mode.endswith("-with-x")
     wanted = {
@@ -318,8 +345,7 @@ def model_matches(arguments: dict, headers: dict) -> bool:
         else:
             # Erlang holds [] for both an empty table and an empty array: at the top only the
             # terms are compared.
-            a, b = wire(value)[1], wire(headers[name])[1]
-            results.append(a == b)
+            results.append(_top_equal(value, headers[name], rabbitmq))
     return any(results) if mode.startswith("any") else all(results)
 
 
@@ -345,9 +371,12 @@ _names = st.sampled_from(["k1", "k2", "x-k"])
     mode=st.sampled_from(["all", "any", "all-with-x", "any-with-x"]),
     arguments=st.dictionaries(_names, _values, max_size=3),
     headers=st.dictionaries(_names, _values, max_size=3),
+    rabbitmq=st.sampled_from(["3.10", None]),
 )
-def test_headers_exchange_equals_the_model(mode, arguments, headers):
+def test_headers_exchange_equals_the_model(mode, arguments, headers, rabbitmq):
     arguments = {"x-match": mode, **arguments}
-    want = model_matches(arguments, headers)
-    got = routes(arguments, headers)
-    assert got == want, f"arguments {arguments!r} headers {headers!r}: model {want}, xroute {got}"
+    want = model_matches(arguments, headers, rabbitmq)
+    got = routes(arguments, headers, rabbitmq)
+    assert got == want, (
+        f"{rabbitmq}: arguments {arguments!r} headers {headers!r}: model {want}, xroute {got}"
+    )

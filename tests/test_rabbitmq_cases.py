@@ -19,4 +19,5 @@ def route_case(case: Case, topology: Topology, exchange: str, queue: str) -> boo
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_case(case: Case) -> None:
-    assert route_case(case, Topology(), "X", "q") is case.routed, case
+    # Measured on 3.10.8: its profile (4.x routes a top-level timestamp header as milliseconds).
+    assert route_case(case, Topology(rabbitmq="3.10"), "X", "q") is case.routed, case

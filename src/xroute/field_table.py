@@ -28,6 +28,7 @@ from xroute.values import (
     TypedValue,
     byte,
     datetime_seconds,
+    decimal_parts,
     field_type,
     float32,
     long,
@@ -308,16 +309,5 @@ _LAYOUTS = {
 
 
 def _decimal_bytes(value: Decimal) -> bytes:
-    sign, digits, exponent = value.as_tuple()
-    if not isinstance(exponent, int):
-        raise InvalidFieldValue(f"decimal {value} is not a finite number")
-    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-    scale = -exponent
-    if scale < 0:  # 1E+2 travels as 100 at scale 0
-        unscaled, scale = unscaled * 10 ** (-scale), 0
-    if scale > 255 or not -(2**31) <= unscaled <= 2**32 - 1:
-        raise InvalidFieldValue(
-            f"decimal {value} does not fit an AMQP decimal (scale 0..255, 32-bit digits)"
-        )
     # Negative digits go as the clients send them, two's complement; RabbitMQ reads unsigned.
-    return _decimal.pack(scale, unscaled & 0xFFFFFFFF)
+    return _decimal.pack(*decimal_parts(value))

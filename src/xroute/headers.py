@@ -9,13 +9,17 @@ A value has the AMQP type it travels as (`xroute.values`): an explicit typed val
 exactly when RabbitMQ's comparison (``==`` on its terms) is:
 
 - at the top of a table RabbitMQ compares the values alone: integers of any width are equal, a
-  timestamp equals the integer of its seconds, a longstr and a binary holding the same bytes
-  are equal, a float32 equals the double of its value; a float never equals an integer
-  (RabbitMQ 4.x), a decimal only a decimal of the same scale and digits (``1.0`` is not ``1``);
+  timestamp equals the integer of its seconds (of its milliseconds for a message's header from
+  RabbitMQ 3.13), a longstr and a binary holding the same bytes are equal, a float32 equals
+  the double of its value; a float never equals an integer (RabbitMQ 3.13 and later), a
+  decimal only a decimal of the same scale and digits (``1.0`` is not ``1``);
 - an empty table equals an empty array at the top, and only there;
 - inside arrays and tables each element is a ``{Type, Value}`` pair, so the type counts too:
   ``[short(1)]`` is not ``[1]`` (a signed int), ``[b"abc"]`` (binary) is not ``["abc"]``;
   nested tables compare field by field in their order.
+
+`typed_canonical` keeps the type at the top too: two binding argument tables are the same
+exactly when `frozen_arguments` (RabbitMQ compares the ``[{Name, Type, Value}]`` lists) are.
 
 Nesting has no limit of its own, as in RabbitMQ (a frame holds tens of thousands of levels):
 containers are walked without recursion, within `MAX_FIELDS` fields a value.
@@ -29,25 +33,34 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from xroute.errors import InvalidHeaders
+from xroute.errors import InvalidFieldValue, InvalidHeaders
 from xroute.errors import short_repr as _short
 from xroute.keys import MAX_KEY_BYTES
-from xroute.values import TypedValue, datetime_seconds, field_type, longstr
+from xroute.values import (
+    TypedValue,
+    datetime_seconds,
+    decimal_parts,
+    field_type,
+    longstr,
+    timestamp,
+)
 
 Canonical = tuple
 VOID: Canonical = ("void",)
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # an AMQP long-long
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _TIMESTAMP_MAX = 2**64 - 1  # an AMQP timestamp: unsigned 64-bit seconds since the epoch
-_DECIMAL_SCALE_MAX = 255  # an AMQP decimal: an octet of scale ...
-_DECIMAL_MIN, _DECIMAL_MAX = -(2**31), 2**32 - 1  # ... and 32 bits of digits
 # A content header fits in one frame (frame_max, 128 KiB by default) and every value takes at
 # least a byte: no value of a real message holds more fields than this.
 MAX_FIELDS = 131_072
 
 
-def canonical(value: Any, name: str = "?") -> Canonical:
+def canonical(value: Any, name: str = "?", timestamp_unit: int = 1) -> Canonical:
     """A hashable form of a top-level field value, equal exactly when RabbitMQ's comparison is.
+
+    A timestamp is its seconds times ``timestamp_unit``: 1000 for a message's header in
+    RabbitMQ 3.13 and later, which route a top-level timestamp as its milliseconds
+    (`xroute.profiles.Profile.timestamp_header_millis`).
 
     Raises `InvalidHeaders`, naming the value, for what an AMQP table cannot carry or RabbitMQ
     refuses: an unsupported type, an integer beyond 64 bits, NaN or infinity, a timestamp before
@@ -74,6 +87,8 @@ def canonical(value: Any, name: str = "?") -> Canonical:
         return _container(value, name)
     if isinstance(value, TypedValue):
         if isinstance(value, int):  # every integer width, and timestamp: its seconds
+            if type(value) is timestamp:
+                return ("int", int(value) * timestamp_unit)
             return ("int", int(value))
         if isinstance(value, float):
             return ("float", float(value))
@@ -82,12 +97,31 @@ def canonical(value: Any, name: str = "?") -> Canonical:
         # At the top a binary equals a longstr of the same bytes (both Erlang binaries).
         return _text_or_bytes(bytes(value))
     if isinstance(value, datetime):  # pandas' Timestamp too
-        return ("int", _timestamp(value, name))
+        return ("int", _timestamp(value, name) * timestamp_unit)
     if kind is float:
         raise _not_finite(value, name)
     if kind is Decimal:
         return _decimal(value, name)
     raise _unsupported(value, name)
+
+
+def typed_canonical(value: Any, name: Any = "?") -> Canonical:
+    """A hashable form of a field value with its AMQP type at the top as well, equal exactly
+    when RabbitMQ's ``{Type, Value}`` terms are: ``short(1)`` is not ``1``, ``b"a"`` (binary)
+    is not ``"a"``, ``{}`` is not ``[]``. `InvalidHeaders` as for `canonical`."""
+    if type(value) is list or type(value) is tuple or isinstance(value, Mapping):
+        return _container(value, name)
+    return _element(value, name)
+
+
+def frozen_arguments(arguments: Mapping[str, Any]) -> tuple:
+    """A binding's arguments as part of its identity: the names sorted, each value with its
+    AMQP type (`typed_canonical`), as RabbitMQ compares two bindings' argument tables.
+    `InvalidHeaders` for a name or value no table carries."""
+    return tuple(
+        sorted((check_field_name(name), typed_canonical(value, name))
+               for name, value in arguments.items())
+    )
 
 
 def _text_or_bytes(raw: bytes) -> Canonical:
@@ -221,26 +255,12 @@ def _timestamp(value: datetime, name: Any) -> int:
 
 
 def _decimal(value: Decimal, name: Any) -> Canonical:
-    # An AMQP decimal is (scale, digits): 1.50 is (2, 150); RabbitMQ compares both, so 1.5,
-    # 1.50 and 1 are three different values. A positive exponent (1E+2) is sent at scale 0.
-    # RabbitMQ reads the 32 bits of digits unsigned: a client's -1 arrives as 4294967295.
-    sign, digits, exponent = value.as_tuple()
-    if not isinstance(exponent, int):
-        raise InvalidHeaders(
-            f"header {name!r}: decimal {value} is not a finite number", name, value
-        )
-    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-    scale = -exponent
-    if scale < 0:
-        unscaled, scale = unscaled * 10 ** (-scale), 0
-    if scale > _DECIMAL_SCALE_MAX or not _DECIMAL_MIN <= unscaled <= _DECIMAL_MAX:
-        raise InvalidHeaders(
-            f"header {name!r}: decimal {_short(value)} does not fit an AMQP decimal (a scale of "
-            f"at most {_DECIMAL_SCALE_MAX} and 32-bit digits)",
-            name,
-            value,
-        )
-    return ("decimal", scale, unscaled & 0xFFFFFFFF)
+    # RabbitMQ compares scale and digits: 1.5, 1.50 and 1 are three different values.
+    try:
+        scale, digits = decimal_parts(value)
+    except InvalidFieldValue as error:
+        raise InvalidHeaders(f"header {name!r}: {error}", name, value) from None
+    return ("decimal", scale, digits)
 
 
 def check_field_name(name: Any) -> str:

@@ -36,15 +36,19 @@ Booleans (``t``), decimals (``D``, `decimal.Decimal`), void (``V``, ``None``), a
 that sent it gives it. `PIKA` (the default everywhere in xroute) is pika's encoding: ``bytes``
 is ``binary``. `PY_AMQP` is py-amqp's, which kombu and Celery use: ``bytes`` is a ``longstr``
 like ``str``, and ``-2**31`` goes as a long. `xroute.kombu` follows `PY_AMQP`; `as_typed`
-turns values into explicit types by either rule.
+turns values into explicit types by either rule, and `as_sent_by` wraps only the values whose
+type differs from `PIKA`'s (so that a table sent by py-amqp routes in xroute's core, which reads
+plain values by `PIKA`, with py-amqp's types, and its plain values keep their fast path).
+
+`decimal_parts` gives a `Decimal` as the pair RabbitMQ holds, ``{Scale, Digits}``.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping
 import calendar
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -55,6 +59,7 @@ __all__ = [
     "PIKA",
     "PY_AMQP",
     "RULES",
+    "TYPE_CLASSES",
     "TYPE_CODES",
     "TypedValue",
     "binary",
@@ -64,7 +69,9 @@ __all__ = [
     "float32",
     "long",
     "longstr",
+    "as_sent_by",
     "as_typed",
+    "decimal_parts",
     "short",
     "signedint",
     "timestamp",
@@ -321,11 +328,12 @@ def field_type(value: Any, rule: str = PIKA) -> str:
     )
 
 
-_BY_NAME: dict[str, type] = {
+TYPE_CLASSES: dict[str, type] = {
     cls.amqp_type: cls
     for cls in (byte, unsignedbyte, short, unsignedshort, signedint, unsignedint, long,
                 float32, double, longstr, binary, timestamp)
 }
+"""Each typed class by RabbitMQ's name of its type (``"float"`` is `float32`)."""
 
 
 def as_typed(value: Any, rule: str = PIKA) -> Any:
@@ -349,10 +357,64 @@ def _as_typed(value: Any, rule: str, depth: int) -> Any:
     kind = field_type(value, rule)
     if kind == "timestamp":
         return timestamp(datetime_seconds(value))
-    return _BY_NAME[kind](value)
+    return TYPE_CLASSES[kind](value)
 
 
 def datetime_seconds(value: datetime) -> int:
     """A `datetime` as the clients send it in a timestamp: seconds since 1970, a naive value
     taken as UTC, the fraction of a second dropped."""
     return calendar.timegm(value.utctimetuple())
+
+
+def as_sent_by(value: Any, rule: str) -> Any:
+    """``value`` as xroute's default rule (`PIKA`) must read it to see the types ``rule``'s
+    client sends: for `PY_AMQP`, ``bytes`` become `longstr` and ``-2**31`` a `long`, in arrays
+    and tables too; every other value is returned as it is (the same object when nothing in
+    it changes). For `PIKA`, ``value`` itself."""
+    if rule not in RULES:
+        raise InvalidFieldValue(f"unknown client rule {rule!r}; known: {', '.join(RULES)}")
+    if rule == PIKA:
+        return value
+    return _py_amqp(value, 0)
+
+
+def _py_amqp(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind is bytes or kind is bytearray:
+        return longstr(value)
+    if kind is int and value == _INT32[0]:
+        return long(value)
+    if kind is list or kind is tuple or (isinstance(value, Mapping) and value):
+        if depth > 1000:
+            raise InvalidFieldValue("arrays and tables nest deeper than 1000 levels", None)
+        if isinstance(value, Mapping):
+            new = {name: _py_amqp(item, depth + 1) for name, item in value.items()}
+            same = all(new[name] is item for name, item in value.items())
+        else:
+            new = [_py_amqp(item, depth + 1) for item in value]
+            same = all(a is b for a, b in zip(new, value))
+        return value if same else new
+    return value
+
+
+def decimal_parts(value: Decimal) -> tuple[int, int]:
+    """A `Decimal` as RabbitMQ holds an AMQP decimal, ``{Scale, Digits}``: ``1.50`` is
+    ``(2, 150)``; a positive exponent goes at scale 0 (``1E+2`` is ``(0, 100)``, as pika sends
+    it); negative digits as the clients send them, 32-bit two's complement, which RabbitMQ
+    reads unsigned (``-1`` arrives as 4294967295). `InvalidFieldValue` for a decimal no AMQP
+    decimal carries (not finite, a scale above 255, digits beyond 32 bits)."""
+    sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):
+        raise InvalidFieldValue(f"decimal {value} is not a finite number", "decimal", value)
+    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+    scale = -exponent
+    if scale < 0:
+        unscaled, scale = unscaled * 10 ** (-scale), 0
+    if scale > 255 or not -(2**31) <= unscaled <= 2**32 - 1:
+        raise InvalidFieldValue(
+            f"decimal {str(value)[:40]} does not fit an AMQP decimal (a scale of at most 255 "
+            "and 32-bit digits)",
+            "decimal",
+            value,
+        )
+    return scale, unscaled & 0xFFFFFFFF

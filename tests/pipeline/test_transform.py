@@ -130,7 +130,7 @@ def test_rejected_reasons_name_the_library_error(router):
         "InvalidRoutingKey: invalid routing key None: the message has no routing key",
         f"InvalidRoutingKey: invalid routing key {'k' * 300!r:.77}...: "
         "300 bytes in UTF-8, more than 255",
-        "InvalidHeaders: header 'CC' must be an array of routing keys, got str ('a.b')",
+        "InvalidHeaders: header 'CC' must be an array of routing keys, got longstr ('a.b')",
         "UnknownExchange: unknown exchange 'nope' (publish)",
         "AccessRefused: exchange 'inner' is internal: it cannot be published to",
         "UnknownExchange: unknown exchange None "

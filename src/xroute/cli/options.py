@@ -16,7 +16,7 @@ from xroute.management import (
     parse_management_url,
     password_from_env,
 )
-from xroute.profiles import VERSIONS
+from xroute.profiles import NAMES
 from xroute.topology import Topology
 
 
@@ -92,7 +92,7 @@ def column_options(command):
     return command
 rabbitmq_option = click.option(
     "--rabbitmq",
-    type=click.Choice(VERSIONS),
+    type=click.Choice(NAMES),
     default=None,
     help="Route as this RabbitMQ version does where versions differ (default: 4.3, with any "
     "number of '#' in a topic binding); docs/semantics.md lists the differences.",

@@ -7,8 +7,10 @@ picked by a jump consistent hash over a ring of buckets.
   destination removes all of its buckets, and the buckets after them move down.
 - The value hashed is the first routing key, or the header named by the exchange's
   ``hash-header``, or the property named by ``hash-property`` (``message_id``,
-  ``correlation_id``, ``timestamp`` as decimal text). An integer is the key itself; anything
-  else goes through ``erlang:phash2``. The key seeds OTP's ``exs1024`` generator, which
+  ``correlation_id``, ``timestamp`` as decimal text). A header is hashed with its AMQP type
+  up to 3.12, ``{Type, Value}`` (`xroute.exchanges.terms`: ``{binary, <<>>}`` for ``b""``),
+  and as its bare value from 3.13. An integer is the key itself; anything else goes through
+  ``erlang:phash2``. The key seeds OTP's ``exs1024`` generator, which
   drives the jump hash (Lamping and Veach) to a bucket.
 """
 
@@ -19,12 +21,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from xroute.erlang import UNDEFINED, Exs1024, phash2
-from xroute.errors import InvalidArguments, PreconditionFailed, RoutingFailed
+from xroute.erlang.terms import io_format
+from xroute.errors import BrokerCrash, InvalidArguments, PreconditionFailed, short_repr
 from xroute.exchanges.terms import binary_or_undefined, plain, routing_keys, timestamp_seconds
 from xroute.exchanges.terms import typed as typed_term
 from xroute.keys import check_pattern
 from xroute.model import Binding, Destination, properties_of
 from xroute.profiles import DEFAULT_PROFILE, Profile
+from xroute.values import field_type, longstr
 
 HASH_HEADER = "hash-header"
 HASH_PROPERTY = "hash-property"
@@ -49,44 +53,57 @@ def jump_consistent_hash(key: Any, buckets: int) -> int:
 
 def weight(routing_key: str, max_weight: int | None) -> int:
     """A binding key's weight; `InvalidArguments` as RabbitMQ refuses the binding."""
+    # The replies are the plugin's validate_binding's (binding_invalid: 406).
     if not _WEIGHT.fullmatch(routing_key):
         raise InvalidArguments(
             f"x-consistent-hash: the binding key must be an integer (the weight), got "
             f"{routing_key!r}",
             routing_key,
+        ).replying(
+            406, f"The binding key must be an integer: {io_format(routing_key, False)}"
         )
     value = int(routing_key)
     if value < 1:
-        raise InvalidArguments("x-consistent-hash: the binding key must be greater than 0")
+        raise InvalidArguments(
+            "x-consistent-hash: the binding key must be greater than 0"
+        ).replying(406, "The binding key must be greater than 0")
     if max_weight is not None and value > max_weight:
         raise InvalidArguments(
             f"x-consistent-hash: the weight {value} is above {max_weight}, the most RabbitMQ "
             "4.3 accepts"
-        )
+        ).replying(406, f"The binding key must not exceed {max_weight}")
     return value
 
 
 def hash_on(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
     """("header", name), ("property", name) or None (the routing key), from the exchange's
-    arguments; `PreconditionFailed` where RabbitMQ refuses the declaration."""
+    arguments; `PreconditionFailed` where RabbitMQ refuses the declaration, `BrokerCrash`
+    where it fails on it: a ``hash-header`` or ``hash-property`` that is not a longstr (a
+    ``bytes`` is a binary, `xroute.values`) meets no clause of its ``hash_args``."""
     found = {}
     for name in (HASH_HEADER, HASH_PROPERTY):
         value = arguments.get(name)
         if value is None:
             continue
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if not isinstance(value, str):
-            raise PreconditionFailed(
-                f"x-consistent-hash: {name} must be text, got {value!r}; RabbitMQ fails the "
-                "declaration"
+        if type(value) is longstr:
+            value = bytes(value).decode("utf-8", "surrogateescape")
+        elif type(value) is not str:
+            raise BrokerCrash(
+                f"x-consistent-hash: {name} must be a longstr (text), got "
+                f"{field_type(value)} {short_repr(value)}; RabbitMQ fails the declaration "
+                "(541, the connection closes)",
+                value,
             )
         found[name] = value
     if len(found) == 2:
-        raise PreconditionFailed("hash-header and hash-property are mutually exclusive (406)")
+        raise PreconditionFailed(
+            "hash-header and hash-property are mutually exclusive (406)"
+        ).replying(406, "hash-header and hash-property are mutually exclusive")
     if HASH_PROPERTY in found:
         if found[HASH_PROPERTY] not in HASHED_PROPERTIES:
-            raise PreconditionFailed(f"Unsupported property: {found[HASH_PROPERTY]} (406)")
+            raise PreconditionFailed(
+                f"Unsupported property: {found[HASH_PROPERTY]} (406)"
+            ).replying(406, f"Unsupported property: {found[HASH_PROPERTY]}")
         return "property", found[HASH_PROPERTY]
     if HASH_HEADER in found:
         return "header", found[HASH_HEADER]
@@ -152,17 +169,13 @@ class ConsistentHashExchange:
                 seconds = timestamp_seconds(properties.get("timestamp"))
                 return UNDEFINED if seconds is None else str(seconds).encode()
             return binary_or_undefined(properties.get(name))
-        if self.profile.chx_hashes_type_tag:
-            # rabbit_misc:table_lookup: {Type, Value}, or undefined without the header.
-            return typed_term(headers[name]) if name in headers else UNDEFINED
         if name not in headers:
-            # maps:get/2 on the message's headers: RabbitMQ 3.13+ crashes in the exchange.
-            raise RoutingFailed(
-                f"x-consistent-hash exchange {self.name!r} hashes on header {name!r}, which "
-                "the message does not have: RabbitMQ 3.13 and later fail to route it",
-                self.name,
-            )
-        return plain(headers[name])
+            # table_lookup's (3.x) and maps:get/3's (4.x) answer. (3.13.0 to 3.13.6 crashed
+            # on maps:get/2: fixed by rabbitmq-server PR #11808 in 3.13.7 and 4.0.0.)
+            return UNDEFINED
+        if self.profile.chx_hashes_type_tag:
+            return typed_term(headers[name])  # rabbit_misc:table_lookup: {Type, Value}
+        return plain(headers[name])  # mc_amqpl:routing_headers: the value alone
 
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         count = len(self.buckets)

@@ -37,13 +37,22 @@ class DirectExchange:
 
 
 def delimited_keys(routing_key: str) -> list[str]:
-    """The keys in an x-delimiter routing key: its first character is the delimiter.
+    """The keys in an x-delimiter routing key: its first *byte* is the delimiter, and the rest
+    is split on that byte (the plugin's ``<<Delim:1/binary, Route/binary>>``).
 
-    ``""`` holds no key, ``":"`` one empty key, ``":a:b"`` the keys ``a`` and ``b``.
+    ``""`` holds no key, ``":"`` one empty key, ``":a:b"`` the keys ``a`` and ``b``. A key
+    that begins with a character of several bytes splits on its first byte: ``"éaéb"`` gives
+    two pieces that are not UTF-8 (each the bytes ``\xa9`` and a letter, kept as surrogate
+    escapes), which no text binding key equals.
     """
     if not routing_key:
         return []
-    return routing_key[1:].split(routing_key[0])
+    if routing_key.isascii():  # one byte a character: the same split, without encoding
+        return routing_key[1:].split(routing_key[0])
+    raw = routing_key.encode("utf-8", "surrogateescape")
+    return [
+        piece.decode("utf-8", "surrogateescape") for piece in raw[1:].split(raw[:1])
+    ]
 
 
 class DelimiterExchange(DirectExchange):

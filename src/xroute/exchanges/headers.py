@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from xroute.errors import InvalidArguments, short_repr
+from xroute.erlang.terms import io_format
+from xroute.errors import InvalidArguments, XRouteError, short_repr
 from xroute.headers import VOID, canonical
 from xroute.model import Binding
 from xroute.profiles import DEFAULT_PROFILE, Profile
+from xroute.values import field_type, longstr
 
 X_MATCH = "x-match"
 # x-match value -> (match any criterion?, do x- arguments count as criteria?)
@@ -30,20 +32,37 @@ MATCH_MODES = {
 def match_mode(arguments: Mapping[str, Any]) -> tuple[bool, bool]:
     """(any?, with x-?) for a binding's arguments; `InvalidArguments` for a bad ``x-match``."""
     mode = arguments.get(X_MATCH, "all")
-    if type(mode) is not str:
+    if type(mode) is longstr:  # a longstr that is not text, or one py-amqp sent as bytes
+        mode = bytes(mode).decode("utf-8", "surrogateescape")
+    elif type(mode) is not str:
         # bytes too: RabbitMQ takes only a longstr (a client decodes one as str) and answers 406
-        # to binary "any".
+        # to binary "any". The replies are rabbit_exchange_type_headers:validate_binding's.
         raise InvalidArguments(
             f"invalid x-match {short_repr(mode)} ({type(mode).__name__}); expected text: "
             f"{', '.join(MATCH_MODES)}",
             arguments,
+        ).replying(
+            406,
+            f"Invalid x-match field type {_type_name(mode)} (value {io_format(mode, False)}); "
+            "expected longstr",
         )
     try:
         return MATCH_MODES[mode]
     except KeyError:
         raise InvalidArguments(
             f"invalid x-match {mode!r}; expected one of {', '.join(MATCH_MODES)}", arguments
+        ).replying(
+            406,
+            f"Invalid x-match field value {io_format(mode, False)}; expected all, any, "
+            "all-with-x, or any-with-x",
         ) from None
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return field_type(value)
+    except XRouteError:
+        return type(value).__name__
 
 
 def criteria(
@@ -59,13 +78,23 @@ def criteria(
     return any_mode, found
 
 
-def canonical_3x(value: Any, name: str = "?") -> tuple:
-    """`canonical` as RabbitMQ 3.x compares a top-level value: an integral float equals the
-    integer (``1.0 == 1``); RabbitMQ 4.x tells them apart."""
-    found = canonical(value, name)
+def canonical_3x(value: Any, name: str = "?", timestamp_unit: int = 1) -> tuple:
+    """`canonical` as RabbitMQ up to 3.12 compares a top-level value (``==``): an integral
+    float equals the integer (``1.0 == 1``); 3.13 and later tell them apart (``=:=``)."""
+    found = canonical(value, name, timestamp_unit)
     if found[0] == "float" and found[1].is_integer():
         return ("int", int(found[1]))
     return found
+
+
+def comparers(profile: Profile) -> tuple[Any, int]:
+    """How ``profile``'s RabbitMQ compares values at the top of a table: (the canonical
+    function, `canonical_3x` for ``==`` up to 3.12, `canonical` for ``=:=`` from 3.13; the
+    ``timestamp_unit`` of a message's header, 1000 from 3.13, where a timestamp header is its
+    milliseconds). A binding argument is ``function(value, name)``, a header
+    ``function(value, name, unit)``."""
+    of_binding = canonical_3x if profile.int_equals_float_at_top else canonical
+    return of_binding, 1000 if profile.timestamp_header_millis else 1
 
 
 class HeadersExchange:
@@ -74,7 +103,7 @@ class HeadersExchange:
     type_name = "headers"
 
     def __init__(self, profile: Profile = DEFAULT_PROFILE) -> None:
-        self._canonical = canonical_3x if profile.int_equals_float_at_top else canonical
+        self._canonical, self._timestamp_unit = comparers(profile)
         self._by_value: dict[tuple[str, tuple], set[Binding]] = {}
         # Value criteria per header name: a message's other headers are never canonicalized.
         self._valued: dict[str, int] = {}
@@ -127,11 +156,12 @@ class HeadersExchange:
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         hits: dict[Binding, int] = {}
         by_presence, valued, canonical_of = self._by_presence, self._valued, self._canonical
+        unit = self._timestamp_unit
         for name, value in headers.items():
             for binding in by_presence.get(name, ()):
                 hits[binding] = hits.get(binding, 0) + 1
             if name in valued:
-                for binding in self._by_value.get((name, canonical_of(value, name)), ()):
+                for binding in self._by_value.get((name, canonical_of(value, name, unit)), ()):
                     hits[binding] = hits.get(binding, 0) + 1
         needed = self._needed
         matched = [binding for binding, count in hits.items() if count >= needed[binding]]

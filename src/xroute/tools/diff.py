@@ -26,7 +26,7 @@ from typing import Any
 
 from xroute.errors import InclusionTooCostly
 from xroute.exchanges.headers import X_MATCH
-from xroute.headers import canonical
+from xroute.headers import frozen_arguments
 from xroute.keys import HASH, STAR, split_words
 from xroute.model import Binding
 from xroute.patterns import (
@@ -302,8 +302,8 @@ def fed_queues(topology: Topology) -> set[str]:
 
 
 def _identity(binding: Binding) -> tuple:
-    # As Topology keys its bindings: arguments compared with their types (b"a" is "a").
-    frozen = tuple(sorted((n, canonical(v, n)) for n, v in binding.arguments.items()))
+    # As Topology keys its bindings: arguments compared with their types.
+    frozen = frozen_arguments(binding.arguments)
     return (binding.source, tuple(binding.destination), binding.routing_key, frozen)
 
 
