@@ -43,6 +43,7 @@ from xroute.amqp.frames import (
     decode_auth_table,
     method_frame,
 )
+from xroute.erlang.terms import io_format
 from xroute.errors import FieldTableError
 
 if TYPE_CHECKING:
@@ -425,7 +426,7 @@ class Connection(asyncio.Protocol):
             # rabbit_framing's decode_method_fields: a channel method's fields of the wrong
             # layout are a frame error, naming the method.
             raise AMQPError(
-                FRAME_ERROR, f"cannot decode {_erlang_binary(payload[4:])}",
+                FRAME_ERROR, f"cannot decode {io_format(bytes(payload[4:]), unicode=False)}",
                 where=divmod(int.from_bytes(payload[:4], "big"), 1 << 16),
             ) from None
 
@@ -721,18 +722,11 @@ _serials = itertools.count()
 _FRAME_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
 
 
-def _erlang_binary(data: bytes) -> str:
-    # A binary as RabbitMQ's ~p prints it: <<"text">> when printable, else <<1,2,3>>.
-    if data and all(32 <= byte < 127 for byte in data):
-        return '<<"' + data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"') + '">>'
-    return "<<" + ",".join(map(str, data)) + ">>"
-
-
 def _snippet(payload: bytes) -> str:
     # rabbit_reader's payload_snippet: the whole payload up to 16 octets, else the first 16.
     if len(payload) <= 16:
-        return f"all octets = {_erlang_binary(bytes(payload))}"
-    return f"first 16 octets = {_erlang_binary(bytes(payload[:16]))}"
+        return f"all octets = {io_format(bytes(payload), unicode=False)}"
+    return f"first 16 octets = {io_format(bytes(payload[:16]), unicode=False)}"
 
 
 def _is_loopback(peer: Any) -> bool:

@@ -320,6 +320,8 @@ def _erlang_binary(data: bytes, unicode: bool) -> str:
     def printable(text: str) -> bool:
         return all(ch in "\n\t\r\x0b\x0c\x08\x1b" or 32 <= ord(ch) != 127 for ch in text)
 
+    if not data:
+        return "<<>>"  # as ~p prints the empty binary
     if all(32 <= b < 127 or b in b"\n\t\r" for b in data):
         escaped = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
         escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
