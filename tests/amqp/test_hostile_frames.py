@@ -151,3 +151,22 @@ def test_an_unknown_method_drops_the_socket(url):
     client = opened(url)
     client.send(struct.pack(">BHI", 1, 1, 4) + b"\x00\x32\x00\x63\xce")
     assert client.wait_closed(10) == []
+
+
+def test_integer_queue_arguments_take_any_width_and_nothing_else(url, name):
+    # aiormq sends a small x-max-length as a byte; RabbitMQ takes every integer width
+    # (rabbit_amqqueue's check_int_arg) and names the type of anything else.
+    from xroute.values import byte, unsignedint
+
+    client = opened(url)
+    for value in (byte(5), unsignedint(5), 5):
+        client.send(method_frame(1, c.Queue.Declare(queue=name + "q", auto_delete=True,
+                                                    arguments={"x-max-length": value})))
+        assert client.method(c.Queue.DeclareOk) is not None
+    client.send(method_frame(1, c.Queue.Declare(queue=name + "r",
+                                                arguments={"x-max-length": "5"})))
+    close = client.method(c.Channel.Close)
+    assert (close.reply_code, close.reply_text) == (
+        406, f"PRECONDITION_FAILED - invalid arg 'x-max-length' for queue '{name}r' in vhost "
+        "'/': \"expected integer, got longstr\""
+    )

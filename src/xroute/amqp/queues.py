@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from xroute.amqp.errors import PRECONDITION_FAILED, AMQPError
+from xroute.values import field_type
 from xroute.amqp.message import Message, QueuedMessage
 
 if TYPE_CHECKING:
@@ -34,6 +35,9 @@ ARGUMENT_RULES: dict[str, Any] = {
     "x-single-active-consumer": bool,
 }
 MAX_PRIORITY = 255
+# rabbit_amqqueue's ?INTEGER_ARG_TYPES: what an integer queue argument may be.
+INTEGER_TYPES = frozenset(("byte", "short", "signedint", "long", "unsignedbyte",
+                           "unsignedshort", "unsignedint"))
 
 
 def check_queue_arguments(name: str, vhost: str, arguments: dict[str, Any]) -> None:
@@ -50,8 +54,11 @@ def check_queue_arguments(name: str, vhost: str, arguments: dict[str, Any]) -> N
             continue
         value = arguments[key]
         if rule in (_NON_NEGATIVE, _POSITIVE):
-            if type(value) is not int:
-                raise bad(key, f"{{unacceptable_type,{type(value).__name__}}}")
+            # rabbit_amqqueue's check_int_arg: any integer width (aiormq sends a small one as
+            # a byte), nothing else.
+            kind = field_type(value)
+            if kind not in INTEGER_TYPES:
+                raise bad(key, f'"expected integer, got {kind}"')
             if value < 0:
                 raise bad(key, f"{{value_negative,{value}}}")
             if value == 0 and rule == _POSITIVE:
