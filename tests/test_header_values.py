@@ -323,9 +323,9 @@ def _top_equal(binding, header, rabbitmq: str | None) -> bool:
     from 3.13, where a message's timestamp header is its milliseconds."""
     (_, a), (kind, b) = wire(binding), wire(header)
     if rabbitmq == "3.10":
-        if a and b and {a[0], b[0]} <= {"number", "float"}:
+        if type(a) is tuple and type(b) is tuple and {a[0], b[0]} <= {"number", "float"}:
             return a[1] == b[1]
-    elif kind == "timestamp":
+    elif kind == "timestamp":  # ("number", seconds)
         b = ("number", b[1] * 1000)
     return a == b
 

@@ -206,7 +206,8 @@ class float32(_Float):  # noqa: N801
             rounded = _single.unpack(_single.pack(number))[0]
         except OverflowError:
             raise InvalidFieldValue(
-                f"{value!r} is beyond a single-precision float", cls.__name__, value
+                f"{value!r} is beyond a single-precision float ({cls.__name__})", cls.__name__,
+                value,
             ) from None
         return float.__new__(cls, rounded)
 
@@ -231,7 +232,8 @@ def _checked_float(cls: type, value: Any) -> float:
     if not math.isfinite(number):
         # Erlang has no NaN or infinity: RabbitMQ cannot decode such a table (541).
         raise InvalidFieldValue(
-            f"{value!r} is not a finite number; RabbitMQ cannot read it", cls.__name__, value
+            f"{cls.__name__} {value!r} is not a finite number; RabbitMQ cannot read it",
+            cls.__name__, value,
         )
     return number
 
