@@ -19,7 +19,7 @@ import amqp.serialization
 
 from tests.rabbitmq_cases import Typed
 from xroute.field_table import encode_value
-from xroute.values import PY_AMQP, TypedValue, as_sent_by
+from xroute.values import PY_AMQP, TYPE_CLASSES, TYPE_CODES, TypedValue, as_sent_by
 
 # RabbitMQ's type letters (rabbit_binary_generator) and how each value is packed.
 _PACK = {
@@ -66,8 +66,9 @@ def patched_encoder() -> Iterator[None]:
 
 
 def plain(value: Any) -> Any:
-    """``value`` as xroute is to read what py-amqp sent: each `Typed` becomes its Python value,
-    and plain bytes a longstr, as py-amqp sends them (`xroute.values.as_sent_by`)."""
+    """``value`` as xroute is to read what py-amqp sent: each `Typed` becomes its typed value
+    (`xroute.values`; a timestamp a datetime, a decimal a Decimal), and plain bytes a longstr,
+    as py-amqp sends them (`xroute.values.as_sent_by`)."""
     return as_sent_by(_decoded(value), PY_AMQP)
 
 
@@ -78,7 +79,8 @@ def _decoded(value: Any) -> Any:
         if value.code == "D":
             scale, unscaled = value.value
             return Decimal(unscaled).scaleb(-scale)
-        return value.value
+        # The typed value of xroute.values the broker was sent (a binary stays a binary).
+        return TYPE_CLASSES[TYPE_CODES[value.code.encode()]](value.value)
     if isinstance(value, dict):
         return {name: _decoded(item) for name, item in value.items()}
     if isinstance(value, (list, tuple)):
