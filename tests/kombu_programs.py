@@ -207,7 +207,10 @@ def reply_code(error: Exception) -> Any:
         return code
     if isinstance(error, ChannelError) and len(error.args) == 4 and str(error.args[3]).isdigit():
         return int(error.args[3])
-    return XROUTE_CODES.get(type(error).__name__, type(error).__name__)
+    for kind in type(error).__mro__:  # the nearest class named (InequivalentArgument: 406)
+        if kind.__name__ in XROUTE_CODES:
+            return XROUTE_CODES[kind.__name__]
+    return type(error).__name__
 
 
 def _arguments(arguments: dict | None, name: Callable[[str], str]) -> dict | None:

@@ -117,3 +117,14 @@ def test_modulus_hash_of_43_equals_rabbitmqs_in_erlang():
 
 def random_key(rng: random.Random) -> str:
     return ".".join(rng.choice(["a", "b", "é", ""]) for _ in range(rng.randint(0, 3)))
+
+
+def test_values_print_as_rabbitmq_s_texts_print_them():
+    # ~p (3.x) and ~tp (4.x), as in "Invalid x-match field value <<"foo">>" (seen on 3.10.8).
+    from xroute.erlang.terms import io_format
+    from xroute.values import short
+
+    assert io_format("any", False) == '<<"any">>' and io_format(b"a\"b", False) == '<<"a\\"b">>'
+    assert io_format("é", False) == "<<195,169>>" and io_format("é", True) == '<<"é"/utf8>>'
+    assert [io_format(v) for v in (short(5), 1.0, 1e16, True, None)] == [
+        "5", "1.0", "1.0e16", "true", "undefined"]

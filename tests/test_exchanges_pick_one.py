@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from xroute import InvalidArguments, PreconditionFailed, Topology
 from xroute.erlang import phash2
+from xroute.errors import ReplayFailed
 
 QUEUES = ["q0", "q1", "b", "a9"]
 bindings = st.lists(
@@ -90,8 +91,31 @@ def test_recent_history_keeps_the_last_messages_and_replays_them():
         headers = {"x-recent-history-no-store": True} if n == 4 else None
         assert t.publish("h", f"k{n}", headers) == {"early"}
     assert t.route("h", "not-kept") == {"early"}  # route() keeps nothing
-    assert [m.routing_key for m in t.bind("h", "late")] == ["k2", "k3", "k5"]
+    late = t.bind("h", "late")
+    assert [(m.routing_key, q) for m, q in late] == [(k, {"late"}) for k in ("k2", "k3", "k5")]
+    t.bind("next", "early")
     replay = t.bind("h", "next", destination_type="exchange")
-    assert [m.routing_key for m in replay] == ["k5", "k3", "k2"]  # newest first, as 3.10.8
+    # newest first, each routed through the bound exchange (as 3.10.8)
+    assert [(m.routing_key, q) for m, q in replay] == [(k, {"early"}) for k in ("k5", "k3", "k2")]
     with pytest.raises(PreconditionFailed, match="x-recent-history-length"):
         t.declare_exchange("bad", "x-recent-history", arguments={"x-recent-history-length": 0})
+
+
+def test_recent_history_refuses_an_exchange_its_history_cannot_pass():
+    # 3.10.8: binding the history to an exchange through which a kept message routes nowhere
+    # fails with 541 after delivering the newer messages; the binding is not made.
+    t = Topology()
+    t.declare_exchange("h", "x-recent-history")
+    t.declare_exchange("d", "direct")
+    t.declare_queue("qa")
+    t.bind("d", "qa", "a")
+    for key in ("a", "b", "a"):
+        t.publish("h", key, payload=key)
+    with pytest.raises(ReplayFailed, match="routing key 'b'") as refused:
+        t.bind("h", "d", destination_type="exchange")
+    assert [(r.message.payload, r.queues) for r in refused.value.replayed] == [("a", {"qa"})]
+    assert t.bindings("h") == []
+    assert t.route("h", "a") == set()
+    t.bind("d", "qa", "b")
+    assert len(t.bind("h", "d", destination_type="exchange")) == 3
+    assert t.route("h", "a") == {"qa"}

@@ -323,7 +323,8 @@ def _top_equal(binding, header, rabbitmq: str | None) -> bool:
     from 3.13, where a message's timestamp header is its milliseconds."""
     (_, a), (kind, b) = wire(binding), wire(header)
     if rabbitmq == "3.10":
-        if type(a) is tuple and type(b) is tuple and {a[0], b[0]} <= {"number", "float"}:
+        numbers = {"number", "float"}
+        if isinstance(a, tuple) and isinstance(b, tuple) and {a[0], b[0]} <= numbers:
             return a[1] == b[1]
     elif kind == "timestamp":  # ("number", seconds)
         b = ("number", b[1] * 1000)

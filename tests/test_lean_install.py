@@ -102,3 +102,15 @@ def test_the_metadata_keeps_the_extras_out_of_the_core():
             assert any(req.startswith(module) for req in extras[extra]), module
     assert project["license"] == "Apache-2.0"
     assert "Apache License" in (ROOT / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize("module, extra", [("xroute.amqp", "amqp"), ("xroute.kombu", "kombu")])
+def test_importing_a_part_whose_extra_is_missing_names_the_pip_install(tmp_path, module, extra):
+    # Issue 38: xroute.amqp raised a bare ModuleNotFoundError for pamqp.
+    result = lean(
+        f"try:\n    import {module}\nexcept Exception as error:\n"
+        "    print(type(error).__name__, error)\n", tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("MissingDependency"), result.stdout
+    assert f"pip install 'xroute[{extra}]'" in result.stdout

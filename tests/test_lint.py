@@ -304,3 +304,27 @@ def test_cli_json(tmp_path) -> None:
     assert data["counts"] == {"error": 1, "warning": 0, "info": 0}
     assert data["findings"][0]["code"] == "invalid-x-match"
     assert data["costs"] == []
+
+
+@pytest.mark.parametrize("rabbitmq", [None, "3.10", "4.3", "main"])
+def test_a_weight_above_the_newest_cap_is_named_under_every_profile(rabbitmq) -> None:
+    # RabbitMQ 4.3.0 refuses a consistent-hash weight above 10,000 (406); older versions
+    # take it, and lint warns that an upgrade will not.
+    definitions = {
+        "exchanges": [{"name": "ch", "vhost": "/", "type": "x-consistent-hash"}],
+        "queues": [{"name": q, "vhost": "/"} for q in ("q1", "q2")],
+        "bindings": [
+            {"source": "ch", "vhost": "/", "destination": "q1", "destination_type": "queue",
+             "routing_key": "10000", "arguments": {}},
+            {"source": "ch", "vhost": "/", "destination": "q2", "destination_type": "queue",
+             "routing_key": "10001", "arguments": {}},
+        ],
+    }
+    found = {(f.code, f.severity, f.binding["routing_key"])
+             for f in lint_definitions(definitions, rabbitmq=rabbitmq).findings
+             if f.binding is not None}
+    if rabbitmq in (None, "4.3", "main"):  # refused: the binding is not loaded
+        assert ("invalid-binding", "error", "10001") in found
+    else:
+        assert ("weight-above-cap", "warning", "10001") in found
+    assert not any(key == "10000" for _, _, key in found)

@@ -39,3 +39,13 @@ def short_repr(value: Any) -> str:
         text = repr(value)
         return text if len(text) <= 80 else text[:77] + "..."
     return _SHORT.repr(value)
+
+
+def console(**options: Any) -> Any:
+    """A rich `Console` for output that holds user data (routing keys, names, file paths):
+    what was sent is shown as it was. Markup is escaped where text is printed
+    (``rich.markup.escape``), and emoji codes are never replaced: an x-delimiter key ``:a:c``
+    must not print as an emoji. Every command and progress bar makes its console here."""
+    from rich.console import Console
+
+    return Console(emoji=False, **options)

@@ -8,7 +8,10 @@ queue rejects it, it expires or it overflows.
 - The copy keeps the message's routing keys (the key, CC and BCC) unless a dead-letter routing
   key is set: then it has that one key only, and its ``CC`` header is removed.
 - It carries an ``x-death`` history, newest first, and ``x-first-death-*`` headers (also
-  ``x-last-death-*`` from RabbitMQ 3.13), which headers exchanges may match.
+  ``x-last-death-*`` from RabbitMQ 3.13), which headers exchanges may match. An entry's
+  ``routing-keys`` are the message's key and its CC keys (BCC is gone from the headers); a
+  second death in the same queue for the same reason counts up the first entry, which keeps
+  its other fields, and moves it to the front (``rabbit_dead_letter``, ``mc:record_death``).
 - Cycles: a queue the copy would reach is dropped if the copy already died there and every
   death since (this one included) was automatic, not ``rejected``. A rejected message is
   never dropped as a cycle.
@@ -84,32 +87,38 @@ def make_dead_letter(
     reason: str,
     original_exchange: str = "",
     last_death_headers: bool = True,
+    time: Any = None,
+    expiration: Any = None,
 ) -> DeadLetter:
     """The copy a queue makes of a message it dead-letters: ``keys`` are the message's routing
-    keys (the key, CC, BCC) and ``headers`` its checked headers without BCC."""
+    keys (the key, CC, BCC) and ``headers`` its checked headers without BCC. A new x-death
+    entry gets ``time`` and, when the message had one, its ``expiration`` property as
+    ``original-expiration`` (the broker gives both; None leaves them out)."""
     if reason not in REASONS:
         raise InvalidArguments(
             f"unknown dead-letter reason {short_repr(reason)}; RabbitMQ's are {', '.join(REASONS)}"
         )
     table = dict(headers)
-    death_keys = list(keys)
+    cc = table.get("CC")
+    death_keys = keys[:1] + [k for k in cc if isinstance(k, str)] if isinstance(cc, list) else keys[:1]
     exchange, dl_key = dead_letter_settings(arguments, policies, queue)
     keys = list(keys)
     if dl_key is not None:
         keys = [dl_key]
         table.pop("CC", None)
     deaths = [d for d in table.get(X_DEATH) or [] if isinstance(d, Mapping)]
-    death = {
-        "count": 1,
-        "reason": reason,
-        "queue": queue,
-        "exchange": original_exchange,
-        "routing-keys": death_keys,
-    }
-    # One entry per (queue, reason): a repeat counts up and moves to the front.
+    death: dict[str, Any] = {"count": 1, "reason": reason, "queue": queue}
+    if time is not None:
+        death["time"] = time
+    death["exchange"] = original_exchange
+    death["routing-keys"] = death_keys
+    if expiration is not None:
+        death["original-expiration"] = expiration
+    # One entry per (queue, reason): a repeat counts up the entry, which keeps its other
+    # fields, and moves it to the front.
     for old in deaths:
         if old.get("queue") == queue and old.get("reason") == reason:
-            death["count"] = int(old.get("count", 1)) + 1
+            death = {**old, "count": int(old.get("count", 1)) + 1}
             deaths = [d for d in deaths if d is not old]
             break
     table[X_DEATH] = [death, *deaths]

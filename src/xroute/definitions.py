@@ -15,6 +15,11 @@ from xroute.storage import is_uri, locate
 from xroute.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 _SECTIONS = ("queues", "exchanges", "bindings", "policies")
+# What RabbitMQ's exports hold (rabbit_definitions, the management API's /api/definitions): the
+# lists of objects, and the version strings.
+EXPORT_LISTS = ("exchanges", "queues", "bindings", "policies", "vhosts", "users", "permissions",
+                "topic_permissions", "parameters", "global_parameters")
+EXPORT_STRINGS = ("rabbit_version", "rabbitmq_version", "product_name", "product_version")
 # The version profile an export is to be read with, when a command adds one (`with_profile`):
 # it travels with the definitions to Spark's workers. RabbitMQ ignores keys it does not know.
 PROFILE_KEY = "xroute_rabbitmq"
@@ -45,6 +50,7 @@ def read_definitions(
     at another URI (s3://, gs://, hdfs://...: `xroute.storage`). An http(s) URL is always read
     as a management API, never as a file served over HTTP."""
     if isinstance(source, Mapping):
+        check_export(source)
         return dict(source)
     if not isinstance(source, (str, Path)):
         raise DefinitionsError(
@@ -59,6 +65,12 @@ def read_definitions(
         where = "definitions text"
     else:
         where = text
+        if not is_uri(text) and Path(source).is_dir():
+            raise DefinitionsError(
+                f"{where!r} is a folder; give a definitions export file (rabbitmqctl "
+                "export_definitions, or xroute definitions fetch)",
+                where,
+            )
         try:
             if is_uri(text):  # s3://, gs://, hdfs://...: any storage xroute.storage reads
                 text = locate(text).read_bytes().decode("utf-8")
@@ -76,7 +88,39 @@ def read_definitions(
             f"{type(parsed).__name__}",
             where,
         )
+    check_export(parsed, where)
     return parsed
+
+
+def check_export(defs: Mapping[str, Any], where: str = "definitions") -> None:
+    """Refuse, in one line naming ``where``, what is not a RabbitMQ definitions export: it
+    must hold at least one of RabbitMQ's sections (`EXPORT_LISTS`, `EXPORT_STRINGS`), each of
+    the right shape. Any JSON object used to load as an empty topology: a CI gate pointed at
+    package.json passed."""
+    found = [key for key in (*EXPORT_LISTS, *EXPORT_STRINGS) if key in defs]
+    if not found:
+        keys = ", ".join(sorted(map(str, defs))[:8]) or "none"
+        raise DefinitionsError(
+            f"{where!r} is not a RabbitMQ definitions export: it has none of its sections "
+            f"(exchanges, queues, bindings, policies, vhosts, users, permissions, parameters, "
+            f"rabbit_version...); its keys: {keys}",
+            where,
+        )
+    for key in found:
+        value = defs[key]
+        if key in EXPORT_LISTS:
+            if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+                raise DefinitionsError(
+                    f"{where!r} is not a RabbitMQ definitions export: {key!r} must be a list "
+                    f"of objects, got {short_repr(value)}",
+                    where,
+                )
+        elif not isinstance(value, str):
+            raise DefinitionsError(
+                f"{where!r} is not a RabbitMQ definitions export: {key!r} must be text, got "
+                f"{short_repr(value)}",
+                where,
+            )
 
 
 def section_entries(defs: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
@@ -219,13 +263,21 @@ def load_definitions(
             if ALTERNATE_EXCHANGE not in arguments and alternates.get(name):
                 topology.exchanges[name].alternate_exchange = alternates[name]
         for binding in of_vhost("bindings"):
-            topology.bind(
-                _field(binding, "source", str, "bindings"),
-                _field(binding, "destination", str, "bindings"),
-                _field(binding, "routing_key", str, "bindings", ""),
-                _field(binding, "arguments", dict, "bindings", {}),
-                destination_type=_field(binding, "destination_type", str, "bindings", "queue"),
-            )
+            source = _field(binding, "source", str, "bindings")
+            destination = _field(binding, "destination", str, "bindings")
+            key = _field(binding, "routing_key", str, "bindings", "")
+            kind = _field(binding, "destination_type", str, "bindings", "queue")
+            try:
+                topology.bind(source, destination, key,
+                              _field(binding, "arguments", dict, "bindings", {}),
+                              destination_type=kind)
+            except DefinitionsError:
+                raise
+            except XRouteError as error:
+                # RabbitMQ's import fails on such a binding too; say which one it is.
+                error.args = (f"binding of {kind} {destination!r} to exchange {source!r} "
+                              f"(key {key!r}): {error}",)
+                raise
     except DefinitionsError:
         raise
     except XRouteError as error:

@@ -14,9 +14,19 @@ from xroute._show import short_repr
 class XRouteError(Exception):
     """The root of every error xroute raises on purpose."""
 
+    # What RabbitMQ answers on the wire for this refusal, where it words it otherwise than
+    # xroute's message: (reply code, reply text after the code's name; "" for none). None:
+    # `xroute serve` derives its reply from the error's class.
+    reply: tuple[int, str] | None = None
+
     def __str__(self) -> str:
         # KeyError's own __str__ shows the repr of its argument; every xroute error reads as a sentence.
         return str(self.args[0]) if self.args else self.__class__.__name__
+
+    def replying(self, code: int, text: str = "") -> XRouteError:
+        """This error, carrying RabbitMQ's reply to it (`reply`); for ``raise ... .replying``."""
+        self.reply = (code, text)
+        return self
 
 
 class InvalidRoutingKey(XRouteError, ValueError):
@@ -110,6 +120,17 @@ class RoutingFailed(XRouteError, RuntimeError):
         self.exchange = exchange
 
 
+class ReplayFailed(RoutingFailed):
+    """Binding an ``x-recent-history`` exchange to an exchange through which one of its kept
+    messages reaches no queue: the plugin fails the binding (541, closing the connection)
+    once it has delivered the kept messages before that one (``replayed``, `Replay` each);
+    the binding is not made."""
+
+    def __init__(self, message: str, exchange: Any = None, replayed: Any = ()) -> None:
+        super().__init__(message, exchange)
+        self.replayed = list(replayed)
+
+
 class BrokerCrash(XRouteError, ValueError):
     """Input on which RabbitMQ's own code fails instead of refusing it (a ``case`` no value
     of this type meets, as a ``hash-header`` that is not a longstr): the broker answers 541
@@ -149,6 +170,21 @@ class InvalidArguments(XRouteError, ValueError):
         self.arguments = arguments
 
 
+class InvalidArgumentType(InvalidArguments):
+    """A new exchange's argument of a type RabbitMQ refuses for it (an ``alternate-exchange``
+    that is no longstr: 406): the exchange, the ``argument`` and its ``value``."""
+
+    def __init__(self, exchange: Any, argument: str, value: Any) -> None:
+        super().__init__(
+            f"exchange {_show(exchange)}: {argument} must be an exchange name (text), got "
+            f"{_show(value)}",
+            {argument: value},
+        )
+        self.exchange = exchange
+        self.argument = argument
+        self.value = value
+
+
 class InvalidHeaders(XRouteError, TypeError):
     """Message headers of the wrong shape: a non-dict, a non-text name, an unsupported value
     type, or a ``CC``/``BCC`` header that is not an array. ``erlang_reason``, when set, is
@@ -179,6 +215,21 @@ class FieldTableError(XRouteError, ValueError):
 
 class PreconditionFailed(XRouteError, ValueError):
     """Redeclaring an exchange with another type or other arguments (AMQP 406)."""
+
+
+class InequivalentArgument(PreconditionFailed):
+    """Redeclaring an exchange with another type, flag or ``alternate-exchange`` (AMQP 406):
+    the exchange, the ``argument``, and the values ``received`` and ``current`` (None: none)."""
+
+    def __init__(self, exchange: Any, argument: str, received: Any, current: Any) -> None:
+        super().__init__(
+            f"exchange {_show(exchange)} exists with {argument} {current!r}; cannot redeclare "
+            f"it with {argument} {received!r} (AMQP 406 inequivalent arg)"
+        )
+        self.exchange = exchange
+        self.argument = argument
+        self.received = received
+        self.current = current
 
 
 class AccessRefused(XRouteError, PermissionError):

@@ -16,19 +16,23 @@ from xroute.engines.frozen_sets import STALE
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
+    InequivalentArgument,
     InvalidArguments,
-    PreconditionFailed,
+    InvalidArgumentType,
+    ReplayFailed,
+    SelectorError,
     UnknownExchange,
     UnknownQueue,
     short_repr,
 )
 from xroute.exchanges import (
+    STANDARD_TYPES,
     ExchangeSettings,
     RandomChoice,
     UnsupportedExchange,
     make_exchange_type,
 )
-from xroute.exchanges.recent_history import RecordedMessage
+from xroute.exchanges.recent_history import RecordedMessage, Replay
 from xroute.headers import check_headers, frozen_arguments, sender_selected_keys
 from xroute.keys import ALWAYS_SHORT, check_pattern, check_routing_key
 from xroute.literal_routes import EMPTY_NAMES
@@ -38,6 +42,8 @@ from xroute.route_cache import TopologyRouteCache
 
 DEFAULT_EXCHANGE = ""
 ALTERNATE_EXCHANGE = "alternate-exchange"
+# The names of direct reply-to queues (rabbit_volatile_queue's prefix).
+REPLY_TO_PREFIX = "amq.rabbitmq.reply-to."
 # The exchanges every RabbitMQ virtual host has from the start.
 STANDARD_EXCHANGES = {
     "amq.direct": "direct",
@@ -93,11 +99,20 @@ def _check_equivalent(
         ),
     }
     for what, (current, requested) in wanted.items():
-        if type(current) is not type(requested) or current != requested:
-            raise PreconditionFailed(
-                f"exchange {existing.name!r} exists with {what} {current!r}; cannot redeclare "
-                f"it with {what} {requested!r} (AMQP 406 inequivalent arg)"
-            )
+        if _raw(current) != _raw(requested):
+            raise InequivalentArgument(existing.name, what, requested, current)
+
+
+def _raw(value: Any) -> Any:
+    # rabbit_misc:assert_args_equivalence compares the values without their AMQP types when
+    # both are present: the longstr and the binary "a1" are equivalent. A boolean is an atom.
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    return value
 
 
 def check_properties(properties: Any) -> dict[str, Any]:
@@ -171,6 +186,10 @@ class Topology:
         self._targets: dict[Destination, Destination] = {}
         # Policies of a definitions export, kept verbatim for the round trip.
         self.policies: list[dict[str, Any]] = []
+        # Exchanges of the plugin types, and of x-recent-history: an edge asks on every message
+        # whether routes need its properties or keep it, without looking at every exchange.
+        self._plugin_exchanges = 0
+        self._history_exchanges = 0
         self._exchanges[DEFAULT_EXCHANGE] = Exchange(DEFAULT_EXCHANGE, "direct", None)
         for name, type_name in STANDARD_EXCHANGES.items():
             self.declare_exchange(name, type_name)
@@ -204,21 +223,24 @@ class Topology:
         if alternate_exchange is not None:
             arguments[ALTERNATE_EXCHANGE] = alternate_exchange
         frozen_arguments(arguments)  # validates the value types
+        existing = self._exchanges.get(name)
+        if existing is not None:
+            # As RabbitMQ's channel: the type must be known, then the redeclare equivalent;
+            # the arguments of an existing exchange are not validated again.
+            make_exchange_type(
+                exchange_type, ExchangeSettings(name, self.engine, {}, self.profile, self.random),
+                allow_unknown=allow_unknown_type,
+            )
+            _check_equivalent(existing, exchange_type, durable, auto_delete, internal, arguments)
+            return
         alternate = arguments.get(ALTERNATE_EXCHANGE)
         if alternate is not None and not isinstance(alternate, str):
-            raise InvalidArguments(
-                f"exchange {name!r}: alternate-exchange must be an exchange name, got {alternate!r}",
-                arguments,
-            )
+            raise InvalidArgumentType(name, ALTERNATE_EXCHANGE, alternate)
         kind = make_exchange_type(
             exchange_type,
             ExchangeSettings(name, self.engine, arguments, self.profile, self.random),
             allow_unknown=allow_unknown_type,
         )
-        existing = self._exchanges.get(name)
-        if existing is not None:
-            _check_equivalent(existing, exchange_type, durable, auto_delete, internal, arguments)
-            return
         if name.startswith("amq.") and name not in STANDARD_EXCHANGES:
             raise AccessRefused(f"exchange name {name!r} is reserved: names beginning 'amq.'")
         if alternate == DEFAULT_EXCHANGE:
@@ -226,8 +248,15 @@ class Topology:
         self._exchanges[name] = Exchange(
             name, exchange_type, kind, durable, auto_delete, internal, arguments, alternate
         )
+        self._count_type(exchange_type, 1)
         if self._route_cache is not None:
             self._route_cache.exchange_changed(name)
+
+    def _count_type(self, exchange_type: str, change: int) -> None:
+        if exchange_type not in STANDARD_TYPES:
+            self._plugin_exchanges += change
+        if exchange_type == "x-recent-history":
+            self._history_exchanges += change
 
     def declare_queue(
         self,
@@ -256,7 +285,7 @@ class Topology:
         for binding in list(self._bindings.values()):
             if binding.source == name or binding.destination == ("exchange", name):
                 self._remove(binding)
-        del self._exchanges[name]
+        self._count_type(self._exchanges.pop(name).type, -1)
         self._targets.pop(Destination("exchange", name), None)
         if self._route_cache is not None:
             self._route_cache.exchange_changed(name)
@@ -283,6 +312,7 @@ class Topology:
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
+        self.check_bindable(destination, destination_type)
         exchange = self._exchange(source, "binding source")
         if source == DEFAULT_EXCHANGE:
             raise AccessRefused("bindings to or from the default exchange '' are not allowed")
@@ -305,6 +335,21 @@ class Topology:
         target = self._targets.setdefault(target, target)
         return exchange, target, arguments, (source, target, routing_key, frozen)
 
+    def check_bindable(self, destination: Any, destination_type: str = "queue") -> None:
+        """`AccessRefused` (403) for a binding to or from a direct reply-to queue
+        (``amq.rabbitmq.reply-to.*``), which RabbitMQ refuses from 4.3.0 before it looks
+        anything up (``rabbit_channel:reject_volatile_queue_as_binding_target``)."""
+        if (
+            self.profile.refuses_reply_to_bindings
+            and destination_type == "queue"
+            and isinstance(destination, str)
+            and destination.startswith(REPLY_TO_PREFIX)
+        ):
+            raise AccessRefused(
+                f"queue {destination!r} is a direct reply-to queue: RabbitMQ 4.3 and later "
+                "refuse bindings to it"
+            ).replying(403, "cannot bind or unbind to a volatile (direct reply-to) queue")
+
     def bind(
         self,
         source: str,
@@ -312,25 +357,79 @@ class Topology:
         routing_key: str = "",
         arguments: Mapping[str, Any] | None = None,
         destination_type: DestinationType = "queue",
-    ) -> list[Any]:
+    ) -> list[Replay]:
         """Bind ``destination`` (a queue, or an exchange) to exchange ``source``.
 
         Binding the same (source, destination, key, arguments) again is one binding.
-        Returns the messages the new binding receives at once: an ``x-recent-history``
-        exchange replays its history (`xroute.exchanges.recent_history`); other types none.
+        Returns what the new binding receives at once: an ``x-recent-history`` exchange's kept
+        messages, each with the queues it lands in (`Replay`; a queue gets them oldest first,
+        an exchange routes them newest first); other types none. When a kept message routes
+        to no queue through the bound exchange, `ReplayFailed` is raised and nothing is bound,
+        as the plugin refuses it (`xroute.exchanges.recent_history`).
         """
         exchange, target, arguments, identity = self._binding_identity(
             source, destination, routing_key, arguments, destination_type
         )
         if identity in self._bindings:
             return []
-        exchange.kind.validate_binding(routing_key, arguments)
+        try:
+            exchange.kind.validate_binding(routing_key, arguments)
+        except SelectorError as error:
+            # How the plugin refuses it depends on the version (`Profile.selector_refusal`).
+            code = self.profile.selector_refusal
+            raise error.replying(code, f"invalid JMS selector: {error}" if code == 406 else "")
+        kept = getattr(exchange.kind, "replay", None)
+        replays = self._replays(source, kept(target), target) if kept is not None else []
         binding = Binding(source, target, routing_key, arguments)
-        replayed = exchange.kind.bind(binding)
+        exchange.kind.bind(binding)
         self._bindings[identity] = binding
         if self._route_cache is not None:
             self._route_cache.binding_changed(source, exchange.type, routing_key)
-        return list(replayed or ())
+        return replays
+
+    def _replays(
+        self, source: str, messages: list[RecordedMessage], target: Destination
+    ) -> list[Replay]:
+        """Where each kept message of ``source`` lands when ``target`` is bound to it: the
+        queue itself, or the queues it reaches through the exchange (routed, as the plugin
+        does, from that exchange; the recent-history exchanges it passes keep it)."""
+        if target.kind == "queue":
+            queues = frozenset((target.name,))
+            return [Replay(message, queues) for message in messages]
+        start = self._exchanges[target.name]
+        replays: list[Replay] = []
+        visited: list[Exchange] = []
+
+        def visit(exchange: Exchange, matched: list[Binding], via: str) -> None:
+            visited.append(exchange)
+
+        for message in messages:
+            table = dict(message.headers)
+            keys = [message.routing_key]
+            keys += sender_selected_keys(table, "CC") + sender_selected_keys(table, "BCC")
+            table.pop("BCC", None)
+            visited.clear()
+            headers = MessageHeaders(table, message.properties)
+            reached = frozenset(self._walk(start, keys, headers, visit, None))
+            if not reached:
+                raise ReplayFailed(
+                    f"binding exchange {target.name!r} to x-recent-history exchange "
+                    f"{source!r}: a kept message (routing key {message.routing_key!r}) "
+                    "reaches no queue through it; the plugin fails the binding (541)",
+                    source,
+                    replays,
+                )
+            self._keep(message, visited)
+            replays.append(Replay(message, reached))
+        return replays
+
+    @staticmethod
+    def _keep(message: RecordedMessage, visited: list[Exchange]) -> None:
+        # Each recent-history exchange a message passes keeps it (the plugin's route/2).
+        for passed in visited:
+            record = getattr(passed.kind, "record", None)
+            if record is not None:
+                record(message)
 
     def unbind(
         self,
@@ -366,6 +465,20 @@ class Topology:
     def exchanges(self) -> Mapping[str, Exchange]:
         """Declared exchanges by name (the default exchange ``""`` and ``amq.*`` included)."""
         return self._exchanges
+
+    @property
+    def reads_properties(self) -> bool:
+        """Whether a route may read the message's basic properties (``message_id``,
+        ``correlation_id``, ``timestamp``): true once an exchange of a plugin type exists
+        (consistent hash on a property, random); the standard types read only keys and
+        headers."""
+        return self._plugin_exchanges > 0
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether an ``x-recent-history`` exchange exists: messages must then be published
+        with `publish` (which keeps them) rather than only routed."""
+        return self._history_exchanges > 0
 
     @property
     def queues(self) -> Mapping[str, Queue]:
@@ -520,9 +633,10 @@ class Topology:
         headers: Mapping[str, Any] | None = None,
         *,
         properties: Mapping[str, Any] | None = None,
+        payload: Any = None,
     ) -> frozenset[str]:
         """`route`, and the message is kept by every ``x-recent-history`` exchange it passes
-        (`route` itself changes nothing)."""
+        (`route` itself changes nothing); ``payload`` is handed back with its replays."""
         visited: list[Exchange] = []
         queues = self.route_message(
             exchange,
@@ -531,11 +645,10 @@ class Topology:
             lambda x, matched, via: visited.append(x),
             properties=properties,
         )
-        message = RecordedMessage(routing_key, dict(headers or {}), dict(properties or {}))
-        for passed in visited:
-            record = getattr(passed.kind, "record", None)
-            if record is not None:
-                record(message)
+        message = RecordedMessage(
+            routing_key, dict(headers or {}), dict(properties or {}), payload
+        )
+        self._keep(message, visited)
         return queues
 
     def dead_letter(
@@ -564,10 +677,13 @@ class Topology:
         *,
         exchange: str = "",
         previous: DeadLetter | None = None,
+        time: Any = None,
+        expiration: Any = None,
     ) -> DeadLetter:
         """The copy ``queue`` makes when it dead-letters a message (`xroute.dead_letter`).
         For a copy that is dead-lettered again, pass it as ``previous`` (its keys, headers
-        and dead-letter exchange stand for the message's)."""
+        and dead-letter exchange stand for the message's). ``time`` and ``expiration`` (its
+        expiration property) go into a new x-death entry, as the broker writes them."""
         if queue not in self._queues:
             raise UnknownQueue(queue, "dead_letter")
         if previous is not None:
@@ -588,6 +704,8 @@ class Topology:
             reason,
             exchange,
             last_death_headers=self.profile.name not in ("3.10", "3.12"),
+            time=time,
+            expiration=expiration,
         )
 
     def route_dead_letter(

@@ -19,7 +19,7 @@ def _connect(broker: Broker) -> pika.BlockingConnection:
 
 
 def test_an_unknown_profile_is_refused_naming_the_known_ones():
-    with pytest.raises(UnknownProfile, match="4.1.*known: 4.3, 4.0, 3.13, 3.12, 3.10"):
+    with pytest.raises(UnknownProfile, match="4.1.*known: main, 4.3, 4.0, 3.13, 3.12, 3.10"):
         Broker(rabbitmq="4.1")
     result = CliRunner().invoke(cli, ["serve", "--port", "0", "--rabbitmq", "4.1"])
     assert result.exit_code != 0 and "3.10" in result.output and "4.3" in result.output

@@ -7,7 +7,6 @@ out of the export is named by every disagreement it causes."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import random
@@ -17,7 +16,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -26,31 +24,20 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conformance.broker import Mirror
+from tests.conformance.management import api
 from xroute.bench.rabbitmq import connect, private_node
 from xroute.definitions import load_definitions
 from xroute.management import fetch_definitions
 from xroute.traces.capture import Capture
 from xroute.traces.history import TopologyEvent, TopologyHistory
 from xroute.traces.read import read_traces
-from xroute.traces.verify import AGREE, DISAGREE, verify_batch
+from xroute.traces.verify import AGREE, DISAGREE, INEXACT, verify_batch
 
 pytestmark = pytest.mark.conformance
 
 SEED = int(os.environ.get("XROUTE_TRACE_SEED", "20261124"))
 WORDS = ("a", "b", "c", "")
 PLUGINS = ("rabbitmq_tracing", "rabbitmq_event_exchange")
-
-
-def _api(management_url: str, method: str, path: str, body: object = None) -> bytes:
-    base = management_url.replace("guest@", "")
-    request = urllib.request.Request(
-        f"{base}/api/{path}", method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"content-type": "application/json",
-                 "authorization": "Basic " + base64.b64encode(b"guest:guest").decode()},
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return answer.read()
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +50,7 @@ def traced():
     with private_node(management=True, plugins=PLUGINS, advanced_config=advanced) as node:
         node.rabbitmqctl("trace_on", "-p", "/")
         for fmt in ("json", "text"):
-            _api(node.management_url, "PUT", f"traces/%2F/x{fmt}", {"format": fmt, "pattern": "publish.#"})
+            api(node.management_url, "PUT", f"traces/%2F/x{fmt}", {"format": fmt, "pattern": "publish.#"})
         out = tempfile.mkdtemp(prefix="xroute-capture-")
         capture = Capture(node.amqp_url, out, roll_records=40)
         runner = threading.Thread(target=capture.run, kwargs={"idle_seconds": 4})
@@ -76,7 +63,7 @@ def traced():
             connection.close()
         export = fetch_definitions(node.management_url, "/", password="guest")
         for fmt in ("json", "text"):  # stopping a trace flushes its log
-            _api(node.management_url, "DELETE", f"traces/%2F/x{fmt}")
+            api(node.management_url, "DELETE", f"traces/%2F/x{fmt}")
         yield {"capture": out, "logs": logs, "export": export, "expected": expected,
                "removed_last": removed_last, "url": node.amqp_url, "node": node}
     shutil.rmtree(logs, ignore_errors=True)
@@ -214,8 +201,11 @@ def test_the_tracing_plugin_logs_verify_as_the_capture_does(traced, fmt):
     by_time = _verdicts(table, TopologyHistory(traced["export"], events, order="time"))
     assert Counter(v["status"] for v in by_time.values()) == {AGREE: len(traced["expected"])}
     end = load_definitions(traced["export"])
+    # The JSON log lost the headers' types: where the capture disagrees, it says inexact.
+    moved = {DISAGREE: INEXACT} if fmt == "json" else {}
     assert {m: (v["status"], v["missing"], v["extra"]) for m, v in _verdicts(table, end).items()} == {
-        m: (v["status"], v["missing"], v["extra"]) for m, v in _verdicts(captured, end).items()
+        m: (moved.get(v["status"], v["status"]), v["missing"], v["extra"])
+        for m, v in _verdicts(captured, end).items()
     }
 
 

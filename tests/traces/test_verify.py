@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 from tests.strategies import keys, patterns
 from xroute import Topology
 from xroute.traces.records import DELIVER, PUBLISH, TraceRecord, to_table
-from xroute.traces.verify import AGREE, DISAGREE, INVALID, MISSING_EXCHANGE, verify_batch
+from xroute.traces.history import TopologyHistory
+from xroute.traces.verify import (
+    AGREE,
+    DISAGREE,
+    INEXACT,
+    INVALID,
+    MISSING_EXCHANGE,
+    verify_batch,
+)
 
 QUEUES = ["q1", "q2", "q3"]
 
@@ -67,7 +75,8 @@ def test_missing_exchanges_and_unreadable_records_never_agree():
         TraceRecord(PUBLISH, "t", ["a" * 256], {}, []),
     ])
     rows = table.to_pylist()
-    rows.append({**rows[0], "seq": 2, "exchange": "t", "routing_key": "a", "headers": "{not json"})
+    rows.append({**rows[0], "seq": 2, "exchange": "t", "routing_key": "a", "headers": "{not json",
+                 "amqp_headers": None})
     import pyarrow as pa
 
     verdicts = verify_batch(pa.Table.from_pylist(rows, schema=table.schema), t).to_pylist()
@@ -100,3 +109,33 @@ def test_a_consistent_hash_on_a_property_is_verified_with_the_message_s_properti
     assert len({tuple(r.routed_queues) for r in records}) > 1  # the pick follows the id
     verdicts = verify_batch(to_table(records), t).to_pylist()
     assert {v["status"] for v in verdicts} == {AGREE}
+
+
+def test_the_default_exchange_s_names_of_no_queue_are_no_disagreement():
+    # 3.10.8's trace lists every routing key of a default-exchange message, queue or not.
+    t = topology_of([])
+    records = [
+        TraceRecord(PUBLISH, "", [key, *cc], {"headers": {"CC": cc} if cc else {}},
+                    sorted({key, *cc}))
+        for key, cc in (("no.such.queue", []), ("q1", []), ("", []), ("amq.gen-none", ["q2"]))
+    ]
+    records.append(TraceRecord(PUBLISH, "", ["q3"], {}, []))  # q3 exists: a true difference
+    verdicts = verify_batch(to_table(records), t).to_pylist()
+    assert [v["status"] for v in verdicts] == [AGREE, AGREE, AGREE, AGREE, DISAGREE]
+    assert verdicts[4]["extra"] == ["q3"]
+    history = TopologyHistory(t.to_definitions(), [])
+    assert [v["status"] for v in verify_batch(to_table(records), history).to_pylist()] == [
+        AGREE, AGREE, AGREE, AGREE, DISAGREE]
+
+
+def test_a_json_log_s_untyped_headers_are_inexact_rather_than_flagged():
+    t = Topology()
+    t.declare_exchange("h", "headers")
+    t.declare_queue("q")
+    t.bind("h", "q", "", {"x-match": "any", "n": 1})
+    typed = TraceRecord(PUBLISH, "h", ["k"], {"headers": {"n": 2}}, ["q"])
+    untyped = TraceRecord(PUBLISH, "h", ["k"], {"headers": {"n": 2}}, ["q"], typed=False)
+    bare = TraceRecord(PUBLISH, "h", ["k"], {}, ["q"], typed=False)  # no headers: exact
+    verdicts = verify_batch(to_table([typed, untyped, bare]), t).to_pylist()
+    assert [v["status"] for v in verdicts] == [DISAGREE, INEXACT, DISAGREE]
+    assert "JSON" in verdicts[1]["reason"]

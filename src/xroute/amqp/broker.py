@@ -66,10 +66,10 @@ class Broker:
         heartbeat: int = 60,
         record: bool = True,
         rabbitmq: str | None = None,
-        handshake_timeout: float = 10.0,
+        handshake_timeout: float = 10.0,  # RabbitMQ's handshake_timeout
         memory_limit: int | None = None,
         loopback_users: Iterable[str] = ("guest",),
-        silent_close_delay: float = 3.0,
+        silent_close_delay: float = 3.0,  # RabbitMQ's ?SILENT_CLOSE_DELAY
     ) -> None:
         if topology is not None and definitions is not None:
             raise XRouteError("give a topology or definitions, not both")

@@ -30,7 +30,7 @@ from xroute.amqp.frames import (
     split_content_header,
 )
 from xroute.amqp.message import Message, QueuedMessage
-from xroute.amqp.properties import encode_properties
+from xroute.amqp.properties import rewrite
 from xroute.amqp.vhost import Record, server_name
 from xroute.errors import XRouteError
 from xroute.topology import DEFAULT_EXCHANGE
@@ -320,6 +320,7 @@ class Channel:
         return c.Exchange.DeleteOk()
 
     def _check_bind(self, source: str, destination: str, kind: str, unbind: bool = False):
+        self.vhost.topology.check_bindable(destination, kind)
         if source == DEFAULT_EXCHANGE or (kind == "exchange" and destination == DEFAULT_EXCHANGE):
             raise AMQPError(ACCESS_REFUSED, "operation not permitted on the default exchange")
         if unbind:
@@ -328,18 +329,19 @@ class Channel:
             if kind == "queue" and destination in self.vhost.queues:
                 self.vhost.queue(destination, self.connection)
             return
+        # rabbit_binding's call_with_source_and_destination: a missing source is named
+        # first, then a missing destination; only then a queue that is another's.
+        if source not in self.vhost.topology.exchanges:
+            raise not_found("exchange", source, self.vhost.name)
         if kind == "queue":
             self.vhost.queue(destination, self.connection)
         elif destination not in self.vhost.topology.exchanges:
             raise not_found("exchange", destination, self.vhost.name)
-        if source not in self.vhost.topology.exchanges:
-            raise not_found("exchange", source, self.vhost.name)
 
     def _exchange_bind(self, m: c.Exchange.Bind) -> Any:
         self._check_bind(m.source, m.destination, "exchange")
-        self.vhost.topology.bind(
-            m.source, m.destination, m.routing_key, dict(m.arguments or {}), "exchange"
-        )
+        self.vhost.bind(m.source, m.destination, m.routing_key, dict(m.arguments or {}),
+                        "exchange")
         return c.Exchange.BindOk()
 
     def _exchange_unbind(self, m: c.Exchange.Unbind) -> Any:
@@ -377,7 +379,7 @@ class Channel:
         name = self._queue_name(m.queue)
         key = m.routing_key if (m.queue or m.routing_key) else name
         self._check_bind(m.exchange, name, "queue")
-        self.vhost.topology.bind(m.exchange, name, key, dict(m.arguments or {}), "queue")
+        self.vhost.bind(m.exchange, name, key, dict(m.arguments or {}), "queue")
         return c.Queue.BindOk()
 
     def _queue_unbind(self, m: c.Queue.Unbind) -> Any:
@@ -579,20 +581,17 @@ class Channel:
             )
         if "BCC" in message.headers:
             # RabbitMQ strips BCC from the message before any exchange or queue sees it.
-            bcc = message.headers.get("BCC")
-            decoded = message.decoded()
-            headers = dict(decoded.headers)
-            del headers["BCC"]
-            decoded.headers = headers
-            message.properties = encode_properties(decoded)
+            headers = dict(message.headers)
+            message.bcc = headers.pop("BCC")
+            message.has_bcc = True
+            message.properties = rewrite(message.properties, {"headers": headers})
             message.headers = headers
-            message.bcc = list(bcc) if isinstance(bcc, list) else bcc
         seq = None
         if self.confirm:
             self.publish_seq += 1
             seq = self.publish_seq
         if self.tx is not None:
-            vhost.route(method.exchange, message)  # refuse a bad message now, as RabbitMQ
+            vhost.route(method.exchange, message, keep=False)  # refuse a bad one now
             self.tx[0].append((method, message))
             return
         self._route_and_deliver(method, message, seq)

@@ -43,6 +43,7 @@ from xroute.amqp.frames import (
     decode_auth_table,
     method_frame,
 )
+from xroute.erlang.terms import io_format
 from xroute.errors import FieldTableError
 
 if TYPE_CHECKING:
@@ -56,8 +57,6 @@ FRAME_MAX = 131072
 HEARTBEAT = 60
 FRAME_MIN = 4096  # frames before tuning may be this large (AMQP 0-9-1)
 CLOSE_OK_TIMEOUT = 5.0
-HANDSHAKE_TIMEOUT = 10.0  # RabbitMQ's handshake_timeout: login and open within it, or go
-SILENT_CLOSE_DELAY = 3.0  # RabbitMQ's ?SILENT_CLOSE_DELAY: a failed handshake waits, then closes
 # Output queued for a client before its deliveries wait: one socket buffer's worth. The
 # transport's own limit (asyncio's 64 KiB by default) pauses them too, when the socket is full.
 OUTPUT_LIMIT = 256 * 1024
@@ -427,7 +426,7 @@ class Connection(asyncio.Protocol):
             # rabbit_framing's decode_method_fields: a channel method's fields of the wrong
             # layout are a frame error, naming the method.
             raise AMQPError(
-                FRAME_ERROR, f"cannot decode {_erlang_binary(payload[4:])}",
+                FRAME_ERROR, f"cannot decode {io_format(bytes(payload[4:]), unicode=False)}",
                 where=divmod(int.from_bytes(payload[:4], "big"), 1 << 16),
             ) from None
 
@@ -588,18 +587,16 @@ class Connection(asyncio.Protocol):
         Running: connection.close with the error, then close-ok awaited. During the
         handshake only a refused login (with ``authentication_failure_close``), a refused
         negotiation or vhost, and errors once opening get a connection.close; anything else
-        is met with silence and the socket closed after `SILENT_CLOSE_DELAY`, so a client
-        cannot hammer the handshake. A frame error (``fatal``) stops all reading at once."""
+        is met with silence and the socket closed after the broker's ``silent_close_delay``
+        (RabbitMQ's 3 s), so a client cannot hammer the handshake. A frame error (``fatal``)
+        stops all reading at once."""
         state = self.state
-        if state in ("gone", "silent"):
-            return
-        if state == "closing":
+        if state in ("gone", "silent", "closing"):
             return
         told = (
-            state == "open"
+            state in ("open", "tuned")
             or (state == "start" and error.code == ACCESS_REFUSED)
-            or (state in ("tune", "tuned") and error.code == NOT_ALLOWED)
-            or state == "tuned"
+            or (state == "tune" and error.code == NOT_ALLOWED)
         )
         if not told:
             self._silent_close()
@@ -725,18 +722,11 @@ _serials = itertools.count()
 _FRAME_TYPES = frozenset((FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT))
 
 
-def _erlang_binary(data: bytes) -> str:
-    # A binary as RabbitMQ's ~p prints it: <<"text">> when printable, else <<1,2,3>>.
-    if data and all(32 <= byte < 127 for byte in data):
-        return '<<"' + data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"') + '">>'
-    return "<<" + ",".join(map(str, data)) + ">>"
-
-
 def _snippet(payload: bytes) -> str:
     # rabbit_reader's payload_snippet: the whole payload up to 16 octets, else the first 16.
     if len(payload) <= 16:
-        return f"all octets = {_erlang_binary(bytes(payload))}"
-    return f"first 16 octets = {_erlang_binary(bytes(payload[:16]))}"
+        return f"all octets = {io_format(bytes(payload), unicode=False)}"
+    return f"first 16 octets = {io_format(bytes(payload[:16]), unicode=False)}"
 
 
 def _is_loopback(peer: Any) -> bool:

@@ -35,6 +35,7 @@ class Message:
         "expiration",
         "user_id",
         "bcc",
+        "has_bcc",
         "size",
     )
 
@@ -47,7 +48,10 @@ class Message:
         self.priority: int | None = None
         self.expiration: int | None = None  # milliseconds
         self.user_id: str | None = None
-        self.bcc: list[Any] = []
+        # The BCC header as published (stripped from the properties): its keys route the
+        # message too; a BCC that is not an array is refused when the message is routed.
+        self.bcc: Any = []
+        self.has_bcc = False
         # What the broker holds for it (xroute.amqp.memory), fixed when it arrives.
         self.size = len(properties) + len(body)
         flags = property_flags(properties)
@@ -71,11 +75,15 @@ class Message:
         cc = self.headers.get("CC")
         if isinstance(cc, list):
             keys += cc
-        return keys + self.bcc
+        return keys + (self.bcc if isinstance(self.bcc, list) else [])
 
     def decoded(self) -> Properties:
         """The properties, decoded now (`xroute.amqp.properties`)."""
         return decode_properties(self.properties)
+
+    def read(self, name: str) -> Any:
+        """One property's value as published (None when absent)."""
+        return getattr(self.decoded(), name)
 
     def routing_properties(self) -> dict[str, Any] | None:
         """The properties exchanges may route on (``message_id``, ``correlation_id``,

@@ -113,3 +113,12 @@ def encode_properties(properties: Properties) -> bytes:
         else:
             parts.append(encode_table(value))
     return _u16.pack(flags) + b"".join(parts)
+
+
+def rewrite(data: bytes, changes: dict[str, Any]) -> bytes:
+    """``data`` with the properties in ``changes`` set (None: removed), the others as they
+    were: the broker changes only headers (BCC stripped, dead-lettering) and expiration."""
+    properties = decode_properties(data)
+    for name, value in changes.items():
+        setattr(properties, name, value)
+    return encode_properties(properties)

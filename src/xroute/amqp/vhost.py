@@ -14,29 +14,30 @@ from typing import Any
 
 from xroute.amqp.errors import (
     ACCESS_REFUSED,
-    COMMAND_INVALID,
-    NOT_FOUND,
     PRECONDITION_FAILED,
     AMQPError,
     locked,
     not_found,
 )
-from xroute.amqp.properties import encode_properties
 from xroute.amqp.memory import MemoryWatermark
 from xroute.amqp.message import Message, QueuedMessage
+from xroute.amqp.properties import rewrite
 from xroute.amqp.queues import ARGUMENT_RULES, BrokerQueue, check_queue_arguments
+from xroute.amqp.replies import refusal
+from xroute.dead_letter import dead_letter_settings
 from xroute.errors import (
-    AccessRefused,
     BindingNotFound,
     InvalidHeaders,
     InvalidRoutingKey,
+    ReplayFailed,
     UnknownExchange,
-    UnknownExchangeType,
     UnknownQueue,
     XRouteError,
 )
+from xroute.exchanges.recent_history import Replay
 from xroute.profiles import is_3x
 from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
+from xroute.values import field_type
 
 # The broker keeps this many returned, dead-lettered and settled records for the test view.
 RECORD_LIMIT = 10_000
@@ -58,30 +59,6 @@ class Record:
 def server_name(prefix: str) -> str:
     """A name as RabbitMQ's rabbit_guid makes them: ``amq.gen-`` and 22 URL-safe characters."""
     return prefix + "-" + urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
-
-
-def amqp_error(error: XRouteError, vhost: str) -> AMQPError:
-    """The reply RabbitMQ gives for what `Topology` refused (as the topology's profile words
-    it, where versions differ)."""
-    if isinstance(error, AMQPError):
-        return error
-    if isinstance(error, UnknownExchange):
-        return not_found("exchange", error.name, vhost)
-    if isinstance(error, UnknownQueue):
-        return not_found("queue", error.name, vhost)
-    if isinstance(error, AccessRefused):
-        return AMQPError(ACCESS_REFUSED, str(error))
-    if isinstance(error, UnknownExchangeType):
-        # 3.x: rabbit_exchange:check_type's command_invalid, on the connection.
-        if error.reply_code == COMMAND_INVALID:
-            return AMQPError(COMMAND_INVALID, f"unknown exchange type '{error.exchange_type}'")
-        # RabbitMQ 4.x: a precondition failure, on the channel.
-        return AMQPError(PRECONDITION_FAILED, f"unknown exchange type '{error.exchange_type}'")
-    if isinstance(error, BindingNotFound):
-        return AMQPError(NOT_FOUND, str(error))
-    # PreconditionFailed (an inequivalent redeclare), InvalidArguments (a bad x-match),
-    # InvalidPattern, InvalidRoutingKey, InvalidHeaders: RabbitMQ's 406.
-    return AMQPError(PRECONDITION_FAILED, str(error))
 
 
 class VirtualHost:
@@ -107,7 +84,7 @@ class VirtualHost:
 
     def refusal(self, error: XRouteError) -> AMQPError:
         """The reply RabbitMQ (of the topology's profile) gives for what `Topology` refused."""
-        return amqp_error(error, self.name)
+        return refusal(error, self.name, unicode=not self.rabbitmq_3x)
 
     # ------------------------------------------------------------------ time
 
@@ -170,6 +147,22 @@ class VirtualHost:
             exchange = self.topology.exchanges.get(name)
             if exchange is not None and exchange.auto_delete and not self.topology.bindings(name):
                 self.delete_exchange(name, False)
+
+    def bind(self, source: str, destination: str, key: str, arguments: dict, kind: str) -> None:
+        """Bind by `Topology.bind`, and deliver what the new binding receives at once (a
+        recent-history exchange's kept messages); when the topology refuses the binding
+        after some of them (`ReplayFailed`), those are delivered and the refusal raised."""
+        try:
+            replays = self.topology.bind(source, destination, key, arguments, kind)
+        except ReplayFailed as error:
+            self._deliver_replays(error.replayed)
+            raise self.refusal(error) from None
+        self._deliver_replays(replays)
+
+    def _deliver_replays(self, replays: list[Replay]) -> None:
+        for message, queues in replays:
+            if isinstance(message.payload, Message):  # kept by this broker, not loaded
+                self.enqueue(message.payload, queues)
 
     def unbind(self, source: str, destination: str, key: str, arguments: dict, kind: str) -> None:
         try:
@@ -294,19 +287,29 @@ class VirtualHost:
 
     # ------------------------------------------------------------------ messages
 
-    def route(self, exchange: str, message: Message) -> frozenset[str]:
-        """The queues ``message`` reaches from ``exchange``, by `Topology`'s routing."""
+    def route(self, exchange: str, message: Message, keep: bool = True) -> frozenset[str]:
+        """The queues ``message`` reaches from ``exchange``, by `Topology`'s routing: with its
+        routing properties when a type may read them, kept by the recent-history exchanges
+        it passes (unless not ``keep``: a transaction's early check)."""
+        topology = self.topology
         headers = message.headers
-        if message.bcc:
+        if message.has_bcc:
             headers = {**headers, "BCC": message.bcc}
-        properties = message.routing_properties()
+        properties = message.routing_properties() if topology.reads_properties else None
         try:
+            if keep and topology.keeps_history:
+                return topology.publish(
+                    exchange, message.routing_key, headers, properties=properties,
+                    payload=message,
+                )
             if headers or properties:
-                return self.topology.route(
+                return topology.route(
                     exchange, message.routing_key, headers, properties=properties
                 )
-            return self.topology.route(exchange, message.routing_key)
-        except (InvalidHeaders, InvalidRoutingKey) as error:
+            return topology.route(exchange, message.routing_key)
+        except InvalidHeaders as error:
+            raise AMQPError(PRECONDITION_FAILED, f"invalid message: {_invalid(error)}") from None
+        except InvalidRoutingKey as error:
             raise AMQPError(PRECONDITION_FAILED, f"invalid message: {error}") from None
         except XRouteError as error:
             raise self.refusal(error) from None
@@ -324,69 +327,54 @@ class VirtualHost:
         self, queue: BrokerQueue, message: Message, reason: str, item: QueuedMessage | None = None
     ) -> None:
         """Dead-letter ``message`` from ``queue`` (reason rejected, expired or maxlen) as
-        RabbitMQ does: x-death updated, expiration moved into it, routed from the queue's
-        dead-letter exchange; dropped if the queue has none or it would cycle."""
-        exchange = queue.dead_letter_exchange
-        if exchange is None:
+        `Topology.dead_letter_copy` and `Topology.route_dead_letter` say (x-death, the
+        death headers of the profile, the dead-letter exchange and key, cycles dropped);
+        the copy keeps every other property byte for byte, less its expiration."""
+        topology = self.topology
+        if queue.name not in topology.queues:
             return
-        decoded = message.decoded()
-        headers = dict(decoded.headers or {})
-        deaths = [dict(entry) for entry in headers.get("x-death") or [] if isinstance(entry, dict)]
-        entry = next(
-            (d for d in deaths if d.get("queue") == queue.name and d.get("reason") == reason), None
+        headers = message.headers
+        if message.has_bcc:
+            headers = {**headers, "BCC": message.bcc}
+        expiration = message.read("expiration") if message.expiration is not None else None
+        try:
+            copy = topology.dead_letter_copy(
+                queue.name, message.routing_key, headers, reason, exchange=message.exchange,
+                time=_now(), expiration=expiration,
+            )
+        except XRouteError:
+            return  # a message the broker routed once always has a valid key and headers
+        if copy.exchange is None:
+            return  # no dead-letter exchange: dropped
+        letter = Message(
+            copy.exchange,
+            copy.keys[0],
+            rewrite(message.properties, {"headers": copy.headers, "expiration": None}),
+            message.body,
         )
-        if entry is not None:
-            deaths.remove(entry)
-            entry["count"] = int(entry.get("count", 1)) + 1
-            entry["time"] = _now()
-        else:
-            entry = {
-                "count": 1,
-                "reason": reason,
-                "queue": queue.name,
-                "time": _now(),
-                "exchange": message.exchange,
-                "routing-keys": [k for k in message.routing_keys if isinstance(k, (str, bytes))],
-            }
-            if decoded.expiration is not None:
-                entry["original-expiration"] = decoded.expiration
-        deaths.insert(0, entry)
-        headers["x-death"] = deaths
-        for prefix in ("x-first-death-", "x-last-death-"):
-            if prefix == "x-last-death-" or f"{prefix}reason" not in headers:
-                headers[f"{prefix}reason"] = reason
-                headers[f"{prefix}queue"] = queue.name
-                headers[f"{prefix}exchange"] = message.exchange
-        routing_key = message.routing_key
-        bcc = message.bcc
-        if queue.dead_letter_routing_key is not None:
-            routing_key = queue.dead_letter_routing_key
-            headers.pop("CC", None)
-            bcc = []
-        decoded.headers = headers
-        decoded.expiration = None
-        letter = Message(exchange, routing_key, encode_properties(decoded), message.body)
-        letter.bcc = list(bcc)
+        _, routing_key = dead_letter_settings(
+            topology.queues[queue.name].arguments, topology.policies, queue.name
+        )
+        if routing_key is None and message.has_bcc:  # the copy keeps the message's keys
+            letter.bcc, letter.has_bcc = message.bcc, True
         self.record(
             Record("dead-lettered", queue.name, message.exchange, message.routing_key,
-                   message.body, headers, reason)
+                   message.body, copy.headers, reason)
         )
+        properties = message.routing_properties() if topology.reads_properties else None
         try:
-            targets = self.route(exchange, letter)
-        except AMQPError:
-            return  # a missing dead-letter exchange drops the message, as in RabbitMQ
-        self.enqueue(letter, frozenset(t for t in targets if not _cycle(t, deaths)))
+            targets = topology.route_dead_letter(copy, properties=properties)
+        except XRouteError:
+            return  # RabbitMQ drops a dead letter its exchanges cannot route
+        self.enqueue(letter, targets)
 
 
-def _cycle(queue: str, deaths: list[dict[str, Any]]) -> bool:
-    # RabbitMQ drops a dead letter that would come back to a queue it died in, unless a
-    # rejection (a client's decision) happened on the way.
-    for death in deaths:
-        if death.get("reason") == "rejected":
-            return False
-        if death.get("queue") == queue:
-            return True
-    return False
+def _invalid(error: InvalidHeaders) -> str:
+    # rabbit_basic:header_routes' reason, as the channel prints it (~p): a CC or BCC header
+    # that is not an array.
+    if error.name in ("CC", "BCC"):
+        return f'{{unacceptable_type_in_header,"{error.name}",{field_type(error.value)}}}'
+    return str(error)
 
 
 def _now() -> datetime.datetime:

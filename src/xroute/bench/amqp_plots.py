@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from xroute.pipeline.figures import legend_outside, pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+plt = pyplot()  # Agg, and xroute's series style
 
 
 def write_plot(results: dict[str, Any], out: Path) -> Path:
@@ -32,7 +31,7 @@ def write_plot(results: dict[str, Any], out: Path) -> Path:
     axes.set(yscale="log", ylabel="messages/s (publish, route, deliver, ack)",
              title="AMQP end to end: xroute serve and RabbitMQ (shared 2-core machine)")
     axes.grid(True, axis="y", which="both", alpha=0.3)
-    axes.legend()
+    legend_outside(axes)
     path = out / "amqp.png"
     figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from xroute.pipeline.figures import legend_outside, pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+plt = pyplot()  # Agg, and xroute's series style
 
 STYLE = {"kombu": ("s", "--"), "xroute": ("o", "-")}
 
@@ -49,7 +48,7 @@ def _rate(results: dict[str, Any]):
              ylabel="messages/s (one Producer)",
              title=f"kombu publish, topic exchange ({_machine(results)})")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8)
+    legend_outside(axes, fontsize=8)
     return figure
 
 

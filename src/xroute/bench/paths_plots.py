@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from xroute.pipeline.figures import figure_legend, pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+plt = pyplot()  # Agg, and xroute's series style
 
 from xroute.bench.paths import GOAL, PATHS, WORKLOADS  # noqa: E402
-
 
 
 def _note(results: dict[str, Any]) -> str:
@@ -48,7 +46,7 @@ def _rates(results: dict[str, Any], workload: str) -> Any:
                 axis.plot(sizes, rates, marker="x", linestyle=":", label=f"peer: {peer}")
         axis.set(title=path, xscale="log", yscale="log", xlabel="bindings", ylabel="keys/s")
         axis.grid(True, which="both", alpha=0.3)
-    axes.flat[0].legend(fontsize=8)
+    figure_legend(figure, axes)
     figure.suptitle(f"keys/s by path, workload '{workload}' ({_note(results)})")
     return figure
 
@@ -67,7 +65,7 @@ def _gaps(results: dict[str, Any]) -> Any:
         axis.set_xticks([i + width for i in range(len(PATHS))], PATHS, rotation=30, ha="right",
                         fontsize=8)
         axis.set(title=f"best engine / auto, workload '{workload}'", ylabel="ratio (1 = auto best)")
-        axis.legend(fontsize=8)
+    figure_legend(figure, axes)
     figure.suptitle(_note(results))
     return figure
 
@@ -85,11 +83,10 @@ def _churn(results: dict[str, Any]) -> Any:
     left.set_xticks(range(len(timed)), names)
     bindings = timed[0]["bindings"] if timed else 0
     left.set(title=f"churn of {bindings:,} bindings, random order, warm caches", ylabel="s")
-    left.legend(fontsize=8)
     right.bar(range(len(memory)), [c["after_over_fresh"] for c in memory])
     right.axhline(1.1, color="red", linestyle="--", label="goal 1.1")
     right.set_xticks(range(len(memory)), [c["engine"] for c in memory])
     right.set(title="memory after churn / fresh (tracemalloc)", ylabel="ratio")
-    right.legend(fontsize=8)
+    figure_legend(figure, [left, right])
     figure.suptitle(_note(results))
     return figure

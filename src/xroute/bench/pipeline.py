@@ -196,8 +196,8 @@ def run_route_dataframe(
     row per message, its queues an array)."""
     from pyspark.sql import functions as F
 
-    from xroute.spark.session import start_spark
     from xroute.spark import read_messages, route, write
+    from xroute.spark.session import start_spark
 
     started = time.perf_counter()
     spark = start_spark(master)
@@ -326,9 +326,9 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
     """The same per-task code as a Spark task, reading the whole file as one split, in this
     one process."""
     from xroute.batch import BatchRouter
+    from xroute.pipeline.transform import Plan
     from xroute.spark.pyarrow_reader import arrow_schema, plan_splits, read_split, survey
     from xroute.spark.session import ARROW_BATCH_ROWS
-    from xroute.pipeline.transform import Plan
     from xroute.spark.worker import OUTPUTS, Task, run_partition
     from xroute.topology import Topology
 
@@ -511,10 +511,9 @@ def run_benchmark(
 
 def plot(results: dict[str, Any], path: Path) -> None:
     """Messages/s of each way, and where the Spark run's time went."""
-    import matplotlib
+    from xroute.pipeline.figures import legend_outside, pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     spark = results["spark"]
     figure, (rates, phases) = plt.subplots(
@@ -560,7 +559,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
             f"{value:,.0f}", (bar.get_x() + bar.get_width() / 2, value), ha="center", va="bottom"
         )
     rates.set_ylabel("messages per second")
-    rates.legend()
+    legend_outside(rates)
     w = results["workload"]
     rates.set_title(
         f"{w['messages']:,} messages, {w['bindings']:,} bindings, "
@@ -580,5 +579,4 @@ def plot(results: dict[str, Any], path: Path) -> None:
         f"xroute bench pipeline ({results['machine_before']['cpus']} cores, load {load} at start)"
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save(figure, path)

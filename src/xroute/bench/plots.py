@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from xroute.pipeline.figures import figure_legend, legend_outside, pyplot, series_style
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+plt = pyplot()  # Agg, and xroute's series style
 
 HEADLINE = "5"  # key length of the headline latency (JSON keys are strings)
 
@@ -50,14 +49,15 @@ def _series(results: dict[str, Any], group: str, pick) -> dict[str, list[tuple[i
 def _latency_by_size(results: dict[str, Any]):
     figure, axes = plt.subplots(figsize=(8, 5))
     warm = lambda f: (f.get("warm_us") or {}).get("median")  # noqa: E731
-    for name, points in _series(results, "engines", warm).items():
-        axes.plot(*zip(*points), marker="o", label=name)
-    for name, points in _series(results, "peers", warm).items():
-        axes.plot(*zip(*points), marker="s", linestyle="--", label=f"peer: {name}")
+    engines = _series(results, "engines", warm)
+    for i, (name, points) in enumerate(engines.items()):
+        axes.plot(*zip(*points), label=name, **series_style(i))
+    for i, (name, points) in enumerate(_series(results, "peers", warm).items(), len(engines)):
+        axes.plot(*zip(*points), linestyle="--", label=f"peer: {name}", **series_style(i))
     axes.set(xscale="log", yscale="log", xlabel="bindings", ylabel="µs per key (median, warm)",
              title="Single-key match, 5-word keys")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=8)
+    legend_outside(axes, fontsize=8)
     return figure
 
 
@@ -67,13 +67,14 @@ def _latency_by_length(results: dict[str, Any]):
     # The size nearest 10k bindings: the one the targets speak of.
     entry = min(results["sizes"], key=lambda e: abs(e["bindings"] - 10_001))
     figure, (absolute, per_word) = plt.subplots(1, 2, figsize=(12, 5))
-    for name, figures in entry["engines"].items():
+    for i, (name, figures) in enumerate(entry["engines"].items()):
         curve = figures.get("warm_us_by_length") or {}
         lengths = sorted(curve, key=int)
         words = [int(n) for n in lengths]
         medians = [curve[n]["median"] for n in lengths]
-        absolute.plot(words, medians, marker="o", label=name)
-        per_word.plot(words, [m / w for m, w in zip(medians, words)], marker="o", label=name)
+        absolute.plot(words, medians, label=name, **series_style(i))
+        per_word.plot(words, [m / w for m, w in zip(medians, words)], label=name,
+                      **series_style(i))
     # A linear axis: a straight line here is the "linear in key length" the seed looks for.
     absolute.set(xlabel="words in the routing key", ylabel="µs per key (median, warm)",
                  title=f"Key length, {entry['bindings']:,} bindings (with one '#.#')")
@@ -81,34 +82,41 @@ def _latency_by_length(results: dict[str, Any]):
                  title="Cost per word: flat when linear")
     for axes in (absolute, per_word):
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize=8)
+    figure_legend(figure, [absolute, per_word])
     return figure
 
 
 def _throughput(results: dict[str, Any]):
     figure, axes = plt.subplots(figsize=(8, 5))
+    index = 0
     for key, style in (("match_many_ids_keys_per_s", "-"), ("match_many_keys_per_s", ":")):
         for name, points in _series(results, "engines", lambda f, k=key: f.get(k)).items():
             label = f"{name} ({'ids' if 'ids' in key else 'sets'})"
-            axes.plot(*zip(*points), marker="o", linestyle=style, label=label)
+            axes.plot(*zip(*points), linestyle=style, label=label, **series_style(index))
+            index += 1
     axes.set(xscale="log", yscale="log", xlabel="bindings", ylabel="keys per second",
              title="Batches: match_many_ids (Arrow in, flat ids out) and match_many (sets)")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=7, ncol=2)
+    legend_outside(axes, fontsize=7, ncol=2)
     return figure
 
 
 def _memory(results: dict[str, Any]):
     figure, axes = plt.subplots(figsize=(8, 5))
-    for name, points in _series(results, "engines", lambda f: f.get("memory_bytes")).items():
-        axes.plot(*zip(*[(n, b / 1e6) for n, b in points]), marker="o", label=f"{name} built")
+    built = _series(results, "engines", lambda f: f.get("memory_bytes"))
+    # Engines of the same structure (trie, trie+cache) draw the same line: their own markers,
+    # hollow and of decreasing size, keep each visible over the others.
+    for i, (name, points) in enumerate(built.items()):
+        style = series_style(i)
+        axes.plot(*zip(*[(n, b / 1e6) for n, b in points]), label=f"{name} built",
+                  markerfacecolor="none", markersize=10 - min(i, 6), **style)
     warm = lambda f: f.get("warm_memory_bytes")  # noqa: E731
-    for name, points in _series(results, "engines", warm).items():
+    for i, (name, points) in enumerate(_series(results, "engines", warm).items(), len(built)):
         if any(b > 0 for _, b in points):
-            axes.plot(*zip(*[(n, max(b, 1) / 1e6) for n, b in points]), marker="x",
-                      linestyle=":", label=f"{name} + warm-up")
+            axes.plot(*zip(*[(n, max(b, 1) / 1e6) for n, b in points]),
+                      linestyle=":", label=f"{name} + warm-up", **series_style(i))
     axes.set(xscale="log", yscale="log", xlabel="bindings", ylabel="MB (tracemalloc)",
              title="Memory: the built structure, and what routing warm keys adds")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize=7, ncol=2)
+    legend_outside(axes, fontsize=7, ncol=2)
     return figure

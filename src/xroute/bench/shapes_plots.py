@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from xroute.pipeline.figures import figure_legend, pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+plt = pyplot()  # Agg, and xroute's series style
 
 PANELS = (
     ("route_first_per_s", "Topology.route, first time (routes/s)", 460_000),
@@ -38,7 +37,7 @@ def write_shape_plots(results: dict[str, Any], out: Path) -> list[Path]:
         axis.set_title(title)
         axis.set_xticks([x + 0.4 - width / 2 for x in range(len(shapes))])
         axis.set_xticklabels(shapes, rotation=30, ha="right")
-    axes.flat[0].legend(fontsize=8)
+    figure_legend(figure, axes)
     load = results["meta"]["load_before"][0], results["meta"]["load_after"][0]
     figure.suptitle(f"xroute engines on other brokers' benchmark shapes (one process; "
                     f"2 shared cores, load {load[0]:.1f} -> {load[1]:.1f})")

@@ -38,7 +38,6 @@ from xroute.bench.pipeline import EXCHANGE, Workload, definitions, machine
 from xroute.bench.workload import seed_keys
 
 
-
 @dataclass(frozen=True)
 class StreamBench:
     """The sizes of one run."""
@@ -57,10 +56,10 @@ def run_benchmark(
     bench: StreamBench, out: Path, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Run the three measurements; write ``results.json`` and ``stream.png`` into ``out``."""
+    from xroute.pipeline.stream_commit import committed_batches
     from xroute.spark.job import PipelineOptions, run_pipeline
     from xroute.spark.session import start_spark
     from xroute.spark.stream import StreamOptions, run_stream
-    from xroute.pipeline.stream_commit import committed_batches
 
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="xroute-bench-stream-"))
@@ -242,10 +241,9 @@ def _latency(
 
 def plot(results: dict[str, Any], path: Path) -> None:
     """Throughput of the stream beside the batch job; the latency distribution."""
-    import matplotlib
+    from xroute.pipeline.figures import legend_outside, pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     figure, (rates, latency) = plt.subplots(1, 2, figsize=(13, 5))
     labels = ["stream, backlog\n(steady batches)", "batch job,\nsame files"]
@@ -272,8 +270,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         f"{lat['files']} files of {lat['messages_per_file']:,} at "
         f"{lat['arrival_messages_per_s']:,.0f} messages/s (half the sustained rate)"
     )
-    latency.legend()
+    legend_outside(latency)
     figure.suptitle(f"xroute bench stream ({results['setup']['master']}; {results['machine']})")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save(figure, path)

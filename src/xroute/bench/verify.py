@@ -108,10 +108,9 @@ def run_benchmark(workload: Workload, master: str, data: Path, out: Path, say: A
 
 
 def _plot(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
+    from xroute.pipeline.figures import pyplot, save
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     labels = ["xroute pipeline", "xroute verify"]
     rates = [results["pipeline"]["messages_per_s"], results["verify"]["messages_per_s"]]
@@ -127,5 +126,4 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     )
     axes.set_xlabel("messages per second")
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save(figure, path)

@@ -16,7 +16,7 @@ from xroute.extras import missing
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # also click's own code for a usage error
 EXIT_UNROUTABLE = 3
-EXIT_LINT_FINDINGS = 1  # xroute lint --strict: a warning or an error was found
+EXIT_LINT_FINDINGS = 1  # xroute lint: an error was found (with --strict: or a warning)
 EXIT_DIFF_CHANGED = 1  # xroute diff: something changes (--fail-on lost: some message loses a queue)
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it
 
@@ -26,6 +26,9 @@ class XRouteGroup(click.Group):
     and exit code 130, and xroute's own warnings into one line each."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # py4j logs each call an interrupt or a lost JVM cuts short, with its traceback; the
+        # command says what happened in its one line instead.
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             try:
@@ -35,6 +38,7 @@ class XRouteGroup(click.Group):
                     from xroute.spark.session import abandon_lost_server
 
                     abandon_lost_server()
+                _stop_started()
                 click.echo(f"xroute: error: {error}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             except ModuleNotFoundError as error:
@@ -45,8 +49,21 @@ class XRouteGroup(click.Group):
                 sys.exit(EXIT_BAD_INPUT)
             except KeyboardInterrupt:
                 logging.disable(logging.CRITICAL)  # the run has cleaned up on its way out
+                # A second Ctrl-C while the processes stop must not print a traceback.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                sys.unraisablehook = lambda unraisable: None  # py4j's finalizers, at exit
+                _stop_started()
                 click.echo("xroute: stopped (Ctrl-C)", err=True)
                 sys.exit(EXIT_INTERRUPTED)
+
+
+def _stop_started() -> None:
+    """Stop the processes this command started (Spark's JVM, its workers, a local Connect
+    server), if Spark was imported: none is left running when the command ends early."""
+    if "pyspark" in sys.modules:
+        from xroute.cli.processes import stop_descendants
+
+        stop_descendants()
 
 
 def quiet_interrupts() -> None:

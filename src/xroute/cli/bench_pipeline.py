@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from xroute._show import console as user_console
 from xroute.cli.bench import bench
 
 
@@ -115,7 +115,7 @@ def bench_pipeline(
     """Messages/s of the Spark pipeline end to end, beside the same routing in one process."""
     from xroute.bench.pipeline import TARGET_MESSAGES_PER_S, Workload, run_benchmark
 
-    console = Console()
+    console = user_console()
     results = run_benchmark(
         Workload(count, bindings, queues),
         data,

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from xroute._show import console as user_console
 from xroute.cli.bench import bench
 
 EXIT_CHECK_FAILED = 1
@@ -104,7 +104,7 @@ def seeds(
         modules = select(only, with_rabbitmq)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--only") from None
-    console = Console(stderr=True)
+    console = user_console(stderr=True)
     command = " ".join(
         ["xroute bench seeds"]
         + (["--quick"] if quick else [])

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from xroute._show import console as user_console
 from xroute.cli.bench import bench
 
 
@@ -55,7 +55,7 @@ def bench_stream(
     """Messages/s of `xroute stream` with a backlog, beside the batch job; latency p50/p99."""
     from xroute.bench.stream import StreamBench, run_benchmark
 
-    console = Console()
+    console = user_console()
     results = run_benchmark(
         StreamBench(
             files=files,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-from rich.console import Console
 from rich.table import Table
 
+from xroute._show import console as user_console
 from xroute.cli import cli
 from xroute.topology import Topology
 
@@ -19,7 +19,7 @@ def demo() -> None:
     data = files("xroute") / "data"
     topology = Topology.from_definitions(str(data / "smarthome.json"))
     keys = (data / "smarthome-keys.txt").read_text().split()
-    console = Console()
+    console = user_console()
     bindings = Table(title=f"Bindings on topic exchange {EXCHANGE!r}")
     bindings.add_column("binding key")
     bindings.add_column("queue")

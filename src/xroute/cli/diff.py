@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from xroute._show import console as user_console
 from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
 from xroute.cli.options import (
     check_session_options,
@@ -144,7 +145,7 @@ def diff(
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:
-        _print(static, report.get("traffic"), Console(soft_wrap=True))
+        _print(static, report.get("traffic"), user_console(soft_wrap=True))
     if traffic is not None:
         failing = traffic.lost_messages > 0 if fail_on == "lost" else traffic.changed > 0
     else:

@@ -6,8 +6,8 @@ import json
 import sys
 
 import click
-from rich.console import Console
 
+from xroute._show import console as user_console
 from xroute.cli import EXIT_OK, EXIT_UNROUTABLE, cli
 from xroute.cli.options import headers_from, load_topology, message_options
 from xroute.tools.explain import explain as explain_route
@@ -35,5 +35,5 @@ def explain(
     if as_json:
         click.echo(json.dumps(explanation.to_dict(), default=str, indent=2))
     else:
-        Console(soft_wrap=False).print(render_tree(explanation))
+        user_console(soft_wrap=False).print(render_tree(explanation))
     sys.exit(EXIT_OK if explanation.routed else EXIT_UNROUTABLE)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from xroute._show import console as user_console
 from xroute.cli import EXIT_LINT_FINDINGS, EXIT_OK, cli
 from xroute.cli.options import (
     definitions_option,
@@ -31,7 +32,8 @@ _LISTS_RELATED = {"client-addressing", "leading-hash"}
 @definitions_option
 @vhost_option
 @json_option
-@click.option("--strict", is_flag=True, help="Exit 1 if there is any warning or error.")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 on warnings too (errors always exit 1).")
 @click.option(
     "--keys",
     "keys_file",
@@ -75,8 +77,11 @@ def lint(
     if as_json:
         click.echo(json.dumps(report.to_dict(), default=str, indent=2))
     else:
-        _print(report, Console(soft_wrap=True))
-    sys.exit(EXIT_LINT_FINDINGS if strict and report.failing else EXIT_OK)
+        _print(report, user_console(soft_wrap=True))
+    # Errors fail a gate by default (RabbitMQ would refuse them, or messages are lost);
+    # --strict fails on warnings too.
+    failing = report.count("error") > 0 or (strict and report.failing)
+    sys.exit(EXIT_LINT_FINDINGS if failing else EXIT_OK)
 
 
 def _print(report: LintReport, console: Console) -> None:

@@ -16,7 +16,7 @@ from xroute.management import (
     parse_management_url,
     password_from_env,
 )
-from xroute.profiles import VERSIONS
+from xroute.profiles import NAMES
 from xroute.topology import Topology
 
 
@@ -47,7 +47,9 @@ definitions_option = click.option(
     "--definitions",
     "-d",
     required=True,
-    type=click.Path(dir_okay=False),
+    # Not click.Path(dir_okay=False): its three-line usage error for a folder; the loader
+    # refuses one in a line, as it does every other file that is not an export.
+    metavar="FILE|URL",
     help=DEFINITIONS_HELP,
 )
 vhost_option = click.option("--vhost", default=None, help="Virtual host to read (default: the only one).")
@@ -90,7 +92,7 @@ def column_options(command):
     return command
 rabbitmq_option = click.option(
     "--rabbitmq",
-    type=click.Choice(VERSIONS),
+    type=click.Choice(NAMES),
     default=None,
     help="Route as this RabbitMQ version does where versions differ (default: 4.3, with any "
     "number of '#' in a topic binding); docs/semantics.md lists the differences.",

@@ -7,8 +7,8 @@ import time
 from contextlib import nullcontext
 
 import click
-from rich.console import Console
 
+from xroute._show import console as user_console
 from xroute.cli import cli, quiet_interrupts
 from xroute.cli.options import (
     check_session_options,
@@ -130,13 +130,13 @@ def pipeline(
     """
     check_session_options(master, remote)
     require("pyspark", "pandas", "matplotlib", what="xroute pipeline")
+    from xroute.pipeline.summary import summary_tables
     from xroute.spark.io import Columns
     from xroute.spark.job import PipelineOptions, run_pipeline
     from xroute.spark.preflight import check_pipeline
     from xroute.spark.session import start_spark
-    from xroute.pipeline.summary import summary_tables
 
-    console = Console()
+    console = user_console()
     options = PipelineOptions(
         definitions=with_profile(resolve_definitions(definitions, vhost), rabbitmq),
         messages=messages,

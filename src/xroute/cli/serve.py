@@ -41,7 +41,7 @@ def _size(text: str | None) -> int | None:
     "--port", default=5673, show_default=True, type=click.IntRange(0, 65535),
     help="Port to listen on (0: any free port, printed at start).",
 )
-@click.option("--definitions", "-d", default=None, type=click.Path(dir_okay=False),
+@click.option("--definitions", "-d", default=None, metavar="FILE|URL",
               help=DEFINITIONS_HELP + " Declared at start.")
 @click.option("--vhost", default=None,
               help="Virtual host of the definitions to load; also the broker's (default /).")

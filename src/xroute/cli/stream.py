@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import click
-from rich.console import Console
 
+from xroute._show import console as user_console
 from xroute.cli import cli
 from xroute.cli.options import (
     check_session_options,
@@ -165,7 +165,7 @@ def stream(
         columns=Columns(key_column, exchange_column, headers_column),
     )
     check_stream(options)  # before Spark starts: a mistake costs a second
-    console = Console()
+    console = user_console()
     console.print(f"[dim]starting Spark; streaming {source} into {out}")
     spark = start_spark(master, remote=remote)
     summary = run_stream(

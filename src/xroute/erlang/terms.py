@@ -282,3 +282,56 @@ def format_term(term: Any) -> str:
     if kind is list:
         return "[" + ",".join(format_term(t) for t in term) + "]"
     raise TypeError(f"no Erlang term for {type(term).__name__}")
+
+
+def io_format(value: Any, unicode: bool = True) -> str:
+    """A field value as RabbitMQ's texts print it with ``~p`` (``unicode``: ``~tp``, from
+    4.0): text and bytes as a binary (``<<"any">>``), integers and floats as numbers, booleans
+    as atoms, void as ``undefined``, arrays as lists."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return _erlang_float(float(value))
+    if isinstance(value, str):
+        value = value.encode("utf-8", "surrogateescape")
+    if isinstance(value, (bytes, bytearray)):
+        return _erlang_binary(bytes(value), unicode)
+    if value is None:
+        return "undefined"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(io_format(v, unicode) for v in value) + "]"
+    return repr(value)
+
+
+def _erlang_float(value: float) -> str:
+    # Erlang prints the shortest form that reads back, always with a fraction: 1.0, 1.0e16.
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        if "." not in mantissa:
+            mantissa += ".0"
+        return f"{mantissa}e{int(exponent)}"
+    return text if "." in text else text + ".0"
+
+
+def _erlang_binary(data: bytes, unicode: bool) -> str:
+    def printable(text: str) -> bool:
+        return all(ch in "\n\t\r\x0b\x0c\x08\x1b" or 32 <= ord(ch) != 127 for ch in text)
+
+    if not data:
+        return "<<>>"  # as ~p prints the empty binary
+    if all(32 <= b < 127 or b in b"\n\t\r" for b in data):
+        escaped = data.decode("ascii").replace("\\", "\\\\").replace('"', '\\"')
+        escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+        return '<<"' + escaped + '">>'
+    if unicode:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and printable(text):
+            escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+            return '<<"' + escaped + '"/utf8>>'
+    return "<<" + ",".join(str(b) for b in data) + ">>"

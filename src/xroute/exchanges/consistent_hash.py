@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from xroute.erlang import UNDEFINED, Exs1024, phash2
+from xroute.erlang.terms import io_format
 from xroute.errors import BrokerCrash, InvalidArguments, PreconditionFailed, short_repr
 from xroute.exchanges.terms import binary_or_undefined, plain, routing_keys, timestamp_seconds
 from xroute.exchanges.terms import typed as typed_term
@@ -52,20 +53,25 @@ def jump_consistent_hash(key: Any, buckets: int) -> int:
 
 def weight(routing_key: str, max_weight: int | None) -> int:
     """A binding key's weight; `InvalidArguments` as RabbitMQ refuses the binding."""
+    # The replies are the plugin's validate_binding's (binding_invalid: 406).
     if not _WEIGHT.fullmatch(routing_key):
         raise InvalidArguments(
             f"x-consistent-hash: the binding key must be an integer (the weight), got "
             f"{routing_key!r}",
             routing_key,
+        ).replying(
+            406, f"The binding key must be an integer: {io_format(routing_key, False)}"
         )
     value = int(routing_key)
     if value < 1:
-        raise InvalidArguments("x-consistent-hash: the binding key must be greater than 0")
+        raise InvalidArguments(
+            "x-consistent-hash: the binding key must be greater than 0"
+        ).replying(406, "The binding key must be greater than 0")
     if max_weight is not None and value > max_weight:
         raise InvalidArguments(
             f"x-consistent-hash: the weight {value} is above {max_weight}, the most RabbitMQ "
             "4.3 accepts"
-        )
+        ).replying(406, f"The binding key must not exceed {max_weight}")
     return value
 
 
@@ -90,10 +96,14 @@ def hash_on(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
             )
         found[name] = value
     if len(found) == 2:
-        raise PreconditionFailed("hash-header and hash-property are mutually exclusive (406)")
+        raise PreconditionFailed(
+            "hash-header and hash-property are mutually exclusive (406)"
+        ).replying(406, "hash-header and hash-property are mutually exclusive")
     if HASH_PROPERTY in found:
         if found[HASH_PROPERTY] not in HASHED_PROPERTIES:
-            raise PreconditionFailed(f"Unsupported property: {found[HASH_PROPERTY]} (406)")
+            raise PreconditionFailed(
+                f"Unsupported property: {found[HASH_PROPERTY]} (406)"
+            ).replying(406, f"Unsupported property: {found[HASH_PROPERTY]}")
         return "property", found[HASH_PROPERTY]
     if HASH_HEADER in found:
         return "header", found[HASH_HEADER]

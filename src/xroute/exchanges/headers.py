@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from xroute.errors import InvalidArguments, short_repr
+from xroute.erlang.terms import io_format
+from xroute.errors import InvalidArguments, XRouteError, short_repr
 from xroute.headers import VOID, canonical
 from xroute.model import Binding
 from xroute.profiles import DEFAULT_PROFILE, Profile
-from xroute.values import longstr
+from xroute.values import field_type, longstr
 
 X_MATCH = "x-match"
 # x-match value -> (match any criterion?, do x- arguments count as criteria?)
@@ -35,18 +36,33 @@ def match_mode(arguments: Mapping[str, Any]) -> tuple[bool, bool]:
         mode = bytes(mode).decode("utf-8", "surrogateescape")
     elif type(mode) is not str:
         # bytes too: RabbitMQ takes only a longstr (a client decodes one as str) and answers 406
-        # to binary "any".
+        # to binary "any". The replies are rabbit_exchange_type_headers:validate_binding's.
         raise InvalidArguments(
             f"invalid x-match {short_repr(mode)} ({type(mode).__name__}); expected text: "
             f"{', '.join(MATCH_MODES)}",
             arguments,
+        ).replying(
+            406,
+            f"Invalid x-match field type {_type_name(mode)} (value {io_format(mode, False)}); "
+            "expected longstr",
         )
     try:
         return MATCH_MODES[mode]
     except KeyError:
         raise InvalidArguments(
             f"invalid x-match {mode!r}; expected one of {', '.join(MATCH_MODES)}", arguments
+        ).replying(
+            406,
+            f"Invalid x-match field value {io_format(mode, False)}; expected all, any, "
+            "all-with-x, or any-with-x",
         ) from None
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return field_type(value)
+    except XRouteError:
+        return type(value).__name__
 
 
 def criteria(

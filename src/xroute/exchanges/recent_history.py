@@ -1,11 +1,13 @@
 """x-recent-history (rabbitmq_recent_history_exchange): routes as fanout, and keeps the last N
 messages it routed (``x-recent-history-length``, default 20). A destination bound later
-receives them at once: a queue oldest first, an exchange newest first (as RabbitMQ 3.10.8 does;
-the plugin's source replays one list in both cases). A message with the header
+receives them at once: a queue oldest first, an exchange newest first (the plugin's
+``add_binding``: ``deliver_messages`` reverses the cached list for a queue; for an exchange it
+routes each cached message, newest first, through that exchange). A message with the header
 ``x-recent-history-no-store`` set to true is routed but not kept.
 
 `Topology.route` stays a pure function of the message: only `Topology.publish` adds to the
-history, and `Topology.bind` returns what the new binding receives.
+history, and `Topology.bind` returns what the new binding receives (`Replay`), or refuses the
+binding as the plugin does when a kept message routes nowhere through the bound exchange.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from xroute.erlang.terms import io_format
 from xroute.errors import PreconditionFailed
 from xroute.exchanges.fanout import FanoutExchange
-from xroute.model import Binding
+from xroute.model import Binding, Destination
 from xroute.values import field_type
 
 LENGTH = "x-recent-history-length"
@@ -32,6 +35,16 @@ class RecordedMessage:
     routing_key: str
     headers: dict[str, Any] = field(default_factory=dict)
     properties: dict[str, Any] = field(default_factory=dict)
+    # What the publisher gave `Topology.publish` to be handed back with a replay (the AMQP
+    # front's own message: its property bytes and body); the topology never reads it.
+    payload: Any = field(default=None, compare=False)
+
+
+class Replay(NamedTuple):
+    """A kept message that a new binding receives at once, and the queues it lands in."""
+
+    message: RecordedMessage
+    queues: frozenset[str]
 
 
 # The integer types the plugin's validate/1 takes (its INTEGER_ARG_TYPES): not the unsigned
@@ -49,6 +62,9 @@ def history_length(arguments: Mapping[str, Any]) -> int:
         raise PreconditionFailed(
             f"{LENGTH} must be a positive integer (byte, short, signedint or long), got "
             f"{value!r}; RabbitMQ refuses the declaration (406)"
+        ).replying(
+            406, f"Invalid argument {io_format(value, False)}, '{LENGTH}' must be a positive "
+            "integer"
         )
     return int(value)
 
@@ -67,9 +83,10 @@ class RecentHistoryExchange(FanoutExchange):
         if message.headers.get(NO_STORE) is not True:
             self.history.append(message)
 
-    def bind(self, binding: Binding) -> list[RecordedMessage]:
-        super().bind(binding)
-        if binding.destination.kind == "queue":
+    def replay(self, destination: Destination) -> list[RecordedMessage]:
+        """The kept messages a new binding to ``destination`` receives, in the order the
+        plugin delivers them: oldest first to a queue, newest first through an exchange."""
+        if destination.kind == "queue":
             return list(self.history)
         return list(reversed(self.history))
 

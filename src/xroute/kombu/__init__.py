@@ -29,9 +29,11 @@ try:
     from kombu.transport.virtual import Channel as VirtualChannel
     from kombu.transport.virtual import Transport as VirtualTransport
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(
+    from xroute.errors import MissingDependency
+
+    raise MissingDependency(
         "xroute.kombu needs kombu: pip install 'xroute[kombu]' (kombu>=5.3; redis>=4 for the "
-        "Redis transport)"
+        "Redis transport)", "kombu",
     ) from error
 
 from xroute.errors import XRouteError

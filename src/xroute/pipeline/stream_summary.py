@@ -99,44 +99,56 @@ def summary_files(summary: dict[str, Any]) -> dict[str, bytes]:
 def plot_stream(summary: dict[str, Any], path: Any | BinaryIO) -> None:
     """Each batch's outcomes (stacked) and the running total of messages, with the batches at
     which the definitions changed marked."""
-    import matplotlib
+    from xroute.pipeline.figures import (
+        legend_outside,
+        no_data,
+        plural,
+        pyplot,
+        save,
+        whole_numbers,
+    )
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = summary["batches"]
     ids = [r["batch_id"] for r in rows]
     figure, (per_batch, running) = plt.subplots(1, 2, figsize=(14, 5))
-    bottom = [0] * len(rows)
-    for name, color in (("delivered", "#3a7"), ("unroutable", "#e94"), ("rejected", "#c33")):
-        values = [r[name] for r in rows]
-        per_batch.bar(ids, values, bottom=bottom, color=color, label=name)
-        bottom = [a + b for a, b in zip(bottom, values)]
+    total = sum(r["input"] for r in rows)
+    if not rows:
+        no_data(per_batch, "no batch yet")
+        no_data(running, "no batch yet")
+    else:
+        bottom = [0] * len(rows)
+        for name, color in (("delivered", "#3a7"), ("unroutable", "#e94"), ("rejected", "#c33")):
+            values = [r[name] for r in rows]
+            per_batch.bar(ids, values, bottom=bottom, color=color, label=name)
+            bottom = [a + b for a, b in zip(bottom, values)]
+        legend_outside(per_batch)
+        running_total, seen = [], 0
+        for r in rows:
+            seen += r["input"]
+            running_total.append(seen)
+        running.plot(ids, running_total, marker="o", color="#47a")
+        for change in summary["definitions_changes"][1:]:
+            for axis in (per_batch, running):
+                axis.axvline(change["batch_id"] - 0.5, color="#888", linestyle="--")
+            running.annotate("new definitions", (change["batch_id"] - 0.5, 0), fontsize=8)
+        for axis in (per_batch, running):
+            # Batch ids and messages are counts: whole numbers on both axes.
+            whole_numbers(axis, "x")
+            whole_numbers(axis, "y")
+            axis.ticklabel_format(axis="y", style="plain")
     per_batch.set_xlabel("batch id")
     per_batch.set_ylabel("messages")
     per_batch.set_title("messages per batch")
-    per_batch.legend()
-    total, running_total = 0, []
-    for r in rows:
-        total += r["input"]
-        running_total.append(total)
-    running.plot(ids, running_total, marker="o", color="#47a")
     running.set_xlabel("batch id")
     running.set_ylabel("messages routed, running total")
-    running.set_title(f"{total:,} messages in {len(rows)} batches")
-    for change in summary["definitions_changes"][1:]:
-        for axis in (per_batch, running):
-            axis.axvline(change["batch_id"] - 0.5, color="#888", linestyle="--")
-        running.annotate("new definitions", (change["batch_id"] - 0.5, 0), fontsize=8)
-    for axis in (per_batch, running):
-        axis.ticklabel_format(axis="y", style="plain")
+    running.set_title(f"{plural(total, 'message')} in {plural(len(rows), 'batch', 'batches')}")
     figure.suptitle(
         f"xroute stream: {summary['messages_per_s'] or 0:,.0f} messages/s while routing "
         f"({summary['master']}, engine {summary['engine']})"
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    save(figure, path, dpi=100)
 
 
 def status_line(marker: dict[str, Any], lag_files: int) -> str:

@@ -87,11 +87,9 @@ def summary_files(summary: dict[str, Any]) -> dict[str, bytes]:
 
 def plot_summary(summary: dict[str, Any], path: Path | BinaryIO) -> None:
     """Outcomes, the busiest queues, and how often bindings matched, in one figure."""
-    import matplotlib
+    from xroute.pipeline.figures import no_data, plural, pyplot, save, whole_numbers
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     counts = summary["counts"]
     figure, (outcomes, queues, hits) = plt.subplots(
         1, 3, figsize=(16, 5.5), gridspec_kw={"width_ratios": [1, 2, 2]}
@@ -99,16 +97,23 @@ def plot_summary(summary: dict[str, Any], path: Path | BinaryIO) -> None:
     names = ["delivered", "unroutable", "rejected"]
     values = [counts[n] for n in names]
     outcomes.bar(names, values, color=["#3a7", "#e94", "#c33"])
-    outcomes.set_title(f"{counts['input']:,} messages")
+    outcomes.set_title(plural(counts["input"], "message"))
     for x, v in enumerate(values):
         outcomes.annotate(f"{v:,}", (x, v), ha="center", va="bottom", fontsize=8)
     outcomes.ticklabel_format(axis="y", style="plain")
+    outcomes.set_ylim(0, max(max(values) * 1.1, 1))  # counts from zero, even all zero
+    whole_numbers(outcomes)
 
     busiest = sorted(summary["queues"].items(), key=lambda kv: -kv[1])[:20]
     if busiest:
         labels, numbers = zip(*reversed(busiest))
         queues.barh(labels, numbers, color="#47a")
-    queues.set_title(f"deliveries per queue (top {len(busiest)} of {len(summary['queues'])})")
+        whole_numbers(queues, "x")
+        queues.set_title(f"deliveries per queue (top {len(busiest)} of "
+                         f"{plural(len(summary['queues']), 'queue')})")
+    else:
+        no_data(queues, "no delivery")
+        queues.set_title("deliveries per queue")
     queues.tick_params(axis="y", labelsize=7)
 
     used = sorted((b["hits"] for b in summary["bindings"] if b["hits"]), reverse=True)
@@ -116,6 +121,8 @@ def plot_summary(summary: dict[str, Any], path: Path | BinaryIO) -> None:
         hits.plot(range(1, len(used) + 1), used, color="#85c")
         hits.set_xscale("log")
         hits.set_yscale("log")
+    else:
+        no_data(hits, "no binding matched")
     hits.set_xlabel("bindings, busiest first")
     hits.set_ylabel("messages matched")
     hits.set_title(
@@ -126,8 +133,7 @@ def plot_summary(summary: dict[str, Any], path: Path | BinaryIO) -> None:
         f"{summary['wall_time_s']:.1f} s ({summary['master']}, engine {summary['engine']})"
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    save(figure, path)
 
 
 def summary_tables(summary: dict[str, Any], rows: int = 10) -> list[Any]:

@@ -141,13 +141,13 @@ def route_records(
     router: BatchRouter,
     keys: pa.Array,
     exchanges: pa.Array,
-    headers: pa.Array | None = None,
+    headers: pa.Array | list[Any] | None = None,
     corrupt: pa.Array | None = None,
     properties: list[dict[str, Any]] | None = None,
     refused: dict[int, XRouteError] | None = None,
 ) -> Outcome:
     """Route the records given as columns: routing keys, exchanges (null: refused), headers
-    (a map, a struct or JSON text; None: no headers), Spark's corrupt-record column, and
+    (a map, a struct or JSON text, or a list of tables already decoded; None: no headers), Spark's corrupt-record column, and
     each record's basic properties (`properties_of`; None: none); ``refused``: rows already
     refused, with their errors.
 
@@ -161,7 +161,9 @@ def route_records(
             text = corrupt[i].as_py()
             errors[i] = DatasetError(f"the record is not valid JSON: {text[:80]!r}", text)
     unread: dict[int, XRouteError] = {}  # records whose headers do not parse
-    tables = _headers(headers, unread) if headers is not None else None
+    tables = headers if isinstance(headers, list) else None  # already decoded tables
+    if headers is not None and tables is None:
+        tables = _headers(headers, unread)
     hits = np.zeros(len(router.bindings), dtype=np.int64)
     found_rows: list[np.ndarray] = []
     found_queues: list[np.ndarray] = []

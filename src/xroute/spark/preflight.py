@@ -49,6 +49,11 @@ def check_pipeline(options: Any) -> Any:
         )
     definitions = check_definitions(options.definitions, options.vhost)
     fmt = message_format(options.messages, options.format)
+    if options.reader == "pyarrow" and fmt != "parquet":
+        # Said here, before Spark starts, not after (the job checks it again).
+        raise DatasetError(
+            f"--reader pyarrow reads Parquet only; {options.messages!r} is {fmt}", options.reader
+        )
     given = options.definitions if isinstance(options.definitions, str) else None
     check_apart(options.out, [options.messages, given])
     check_writable(locate(options.out), options.out, options.overwrite)

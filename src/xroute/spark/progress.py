@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from xroute._show import console as user_console
+
 POLL_SECONDS = 0.25
 
 
@@ -46,7 +48,7 @@ def spark_progress(
         TextColumn("tasks"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console or Console(stderr=True), transient=False) as bar:
+    with Progress(*columns, console=console or user_console(stderr=True), transient=False) as bar:
         task = bar.add_task(description, total=None)
 
         def poll() -> None:

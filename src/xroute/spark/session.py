@@ -213,7 +213,13 @@ def start_connect(url: str, app_name: str = "xroute") -> Any:
         # It refuses to make a remote session beside a classic one (as in the tests): the
         # Connect builder does not.
         builder = ConnectSession.builder
-    session = builder.remote(url).appName(app_name).getOrCreate()
+    if url.startswith("local"):
+        # pyspark starts the local server's JVM itself, its stderr on ours: its start-up
+        # warnings go to the log, as those of start_spark's JVM do.
+        with _stderr_to(log_path()):
+            session = builder.remote(url).appName(app_name).getOrCreate()
+    else:
+        session = builder.remote(url).appName(app_name).getOrCreate()
     _tolerate_a_lost_server(session)
     try:
         session.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
@@ -222,6 +228,22 @@ def start_connect(url: str, app_name: str = "xroute") -> Any:
             f"cannot reach the Spark Connect server at {url}: {_first_line(error)}", url
         ) from None
     return session
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 goes to ``path`` (appended) for the block, so that processes started
+    meanwhile keep writing there; Python's own stderr is back after it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("ab") as sink:
+        os.dup2(sink.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _check_reachable(url: str) -> None:

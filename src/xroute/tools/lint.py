@@ -22,6 +22,7 @@ from xroute.headers import frozen_arguments
 from xroute.keys import HASH, split_words
 from xroute.model import Binding
 from xroute.patterns import WILDCARDS, normal_words
+from xroute.profiles import NAMES, profile
 from xroute.tools.cost import rank_costs
 from xroute.tools.findings import Finding, LintReport, binding_ref, describe_binding, sort_findings
 from xroute.tools.redundancy import Cover, covers
@@ -38,9 +39,12 @@ CLIENT_ADDRESSING_MANY = 100
 # The key of summary.json that fingerprints the topology the pipeline routed with.
 FINGERPRINT = "definitions_fingerprint"
 _BUILTIN = {DEFAULT_EXCHANGE, *STANDARD_EXCHANGES}
-# The most '#' words RabbitMQ 4.3.5 and later accept in a topic binding key (every profile
-# warns of more: an export meant for an upgrade should know).
-MAX_HASH_WORDS_43 = 2
+# What the newest profile refuses, which every profile warns of (an export meant for an
+# upgrade should know): the most '#' words in a topic binding key (RabbitMQ 4.3.5, #17039)
+# and the largest consistent-hash weight (4.3.0, #16118).
+NEWEST = profile(NAMES[0])
+MAX_HASH_WORDS_43 = NEWEST.max_hash_words
+MAX_WEIGHT = NEWEST.chx_max_weight
 
 
 def lint_definitions(
@@ -195,6 +199,8 @@ def lint_topology(topology: Topology, *, large_exchange: int = LARGE_EXCHANGE) -
             )
         if exchange.type == "topic" and bindings:
             findings += _topic_findings(name, bindings, large_exchange)
+        if exchange.type == "x-consistent-hash":
+            findings += _weight_findings(name, bindings)
         findings += _redundancy_findings(name, exchange.type, bindings)
     for queue in topology.queues:
         if queue not in bound_queues:
@@ -211,6 +217,31 @@ def lint_topology(topology: Topology, *, large_exchange: int = LARGE_EXCHANGE) -
                 )
             )
     findings += _cycle_findings(topology)
+    return findings
+
+
+def _weight_findings(name: str, bindings: list[Binding]) -> list[Finding]:
+    findings = []
+    for binding in bindings:
+        try:
+            weight = int(binding.routing_key)
+        except ValueError:
+            continue
+        if MAX_WEIGHT is not None and weight > MAX_WEIGHT:
+            findings.append(
+                Finding(
+                    "weight-above-cap",
+                    "warning",
+                    f"its weight {weight} is above {MAX_WEIGHT}",
+                    f"RabbitMQ 4.3 and later refuse a consistent-hash weight above {MAX_WEIGHT} "
+                    "(406); before, each unit of weight is a bucket in the ring, and a weight "
+                    "this large makes the broker's memory grow with it",
+                    f"divide every weight on this exchange by the same factor, so that the "
+                    f"largest is at most {MAX_WEIGHT} and the shares stay the same",
+                    exchange=name,
+                    binding=binding_ref(binding),
+                )
+            )
     return findings
 
 

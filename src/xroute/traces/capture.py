@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from xroute.amqp.properties import decode_properties
 from xroute.errors import TraceFormatError
 from xroute.storage import Location, locate
 from xroute.traces.firehose import EVENT_EXCHANGE, TRACE_EXCHANGE, record_of_message
@@ -59,21 +60,51 @@ def next_seq(out: Location) -> int:
     return last + 1
 
 
-def connect(url: str) -> Any:
-    """A py-amqp connection to an ``amqp://user:password@host:port/vhost`` URL."""
+def connect(url: str, properties: dict[int, bytes] | None = None) -> Any:
+    """A py-amqp connection to an ``amqp://user:password@host:port/vhost`` URL. With
+    ``properties``, the property bytes of the last content header received on each channel
+    are kept there (py-amqp decodes tables into Python values, which lose AMQP types)."""
     import amqp
 
     parsed = urlparse(url)
     if parsed.scheme not in ("amqp", ""):
         raise TraceFormatError(f"capture needs an amqp:// URL, got {url!r}")
+    extra = {} if properties is None else {"frame_handler": _keeping_properties(properties)}
     connection = amqp.Connection(
         host=f"{parsed.hostname or '127.0.0.1'}:{parsed.port or 5672}",
         userid=unquote(parsed.username or "guest"),
         password=unquote(parsed.password or "guest"),
         virtual_host=unquote(parsed.path[1:]) if len(parsed.path) > 1 else "/",
+        **extra,
     )
     connection.connect()
     return connection
+
+
+def _keeping_properties(kept: dict[int, bytes]) -> Any:
+    """A py-amqp frame handler that also keeps each content header's property bytes by
+    channel: frames come in order, so a message's callback finds its own header's there."""
+    from amqp.method_framing import frame_handler
+
+    def make(connection: Any, callback: Any, **options: Any) -> Any:
+        inner = frame_handler(connection, callback, **options)
+
+        def on_frame(frame: tuple[int, int, Any]) -> Any:
+            if frame[0] == 2:  # a content header: class, weight, body size, then properties
+                kept[frame[1]] = bytes(frame[2][12:])
+            return inner(frame)
+
+        return on_frame
+
+    return make
+
+
+def typed_headers(data: bytes | None) -> dict[str, Any] | None:
+    """The header table of a message's property bytes, each value in its AMQP type (None
+    when there are none)."""
+    if not data:
+        return None
+    return decode_properties(data).headers
 
 
 def _body(body: Any) -> bytes | None:
@@ -100,7 +131,8 @@ class Capture:
         roll_bytes: int = 64 << 20,
     ) -> None:
         self.out = locate(out)
-        self.connection = connect(url)
+        self._properties: dict[int, bytes] = {}  # by channel: the last message's, as sent
+        self.connection = connect(url, self._properties)
         self.channel = self.connection.channel()
         durable = queue is not None
         self.queue = self.channel.queue_declare(
@@ -131,9 +163,13 @@ class Capture:
         info = message.delivery_info
         now = datetime.now(timezone.utc)
         try:
+            # The firehose's headers hold the traced message's own: read them from the bytes,
+            # with their types, rather than as py-amqp decoded them.
+            headers = typed_headers(self._properties.get(self.channel.channel_id))
+            if headers is None:
+                headers = message.properties.get("application_headers")
             record = record_of_message(
-                info["exchange"], info["routing_key"], message.properties.get("application_headers"),
-                _body(message.body), now,
+                info["exchange"], info["routing_key"], headers, _body(message.body), now
             )
         except TraceFormatError as error:
             self.stats.skipped.append(str(error))

@@ -1,13 +1,17 @@
 """AMQP values as RabbitMQ prints them in Erlang term text (`xroute.erlang.terms`): the
 tracing plugin's ``text`` log format (routing keys, properties) and the event exchange's
-binding arguments (``{<<"x-match">>,longstr,<<"all">>}``), each a ``{Name, Type, Value}``."""
+binding arguments (``{<<"x-match">>,longstr,<<"all">>}``), each a ``{Name, Type, Value}``.
+Each value keeps its AMQP type (`xroute.values`): a short stays a short, a binary a binary."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+from xroute import values
 from xroute.erlang import terms
 from xroute.errors import TraceFormatError
+from xroute.field_table import decode_table, decode_value, encode_table, encode_value
 
 
 def parse_term(text: str) -> Any:
@@ -21,39 +25,48 @@ def parse_term(text: str) -> Any:
         raise TraceFormatError(f"not Erlang term text ({error}): {text[:80]!r}") from None
 
 
-def typed_value(kind: Any, value: Any) -> Any:
-    """The Python value of one AMQP field as RabbitMQ's ``{Type, Value}`` pair holds it
-    (``longstr`` binaries become `str` when they are UTF-8, `bytes` otherwise)."""
+def _typed(kind: Any, value: Any) -> Any:
+    """The explicit typed value of RabbitMQ's ``{Type, Value}`` (`xroute.values`)."""
     kind = str(kind)
-    if kind in ("longstr", "shortstr", "binary"):
-        if kind != "binary":
-            try:
-                return value.decode("utf-8")
-            except UnicodeDecodeError:
-                return bytes(value)
-        return bytes(value)
+    if kind in ("longstr", "shortstr"):
+        return values.longstr(bytes(value))
+    if kind == "binary":
+        return values.binary(bytes(value))
     if kind == "bool":
         return value == "true"
     if kind == "void":
         return None
     if kind == "table":
-        return typed_table(value)
+        return {name.decode("utf-8", "surrogateescape"): _typed(k, v) for name, k, v in value}
     if kind == "array":
-        return [typed_value(k, v) for k, v in value]
-    if kind in ("double", "float"):
-        return float(value)
+        return [_typed(k, v) for k, v in value]
     if kind == "decimal":
-        from decimal import Decimal
-
         scale, digits = value
         return Decimal(digits).scaleb(-scale)
-    if kind == "timestamp":
-        from datetime import datetime, timezone
+    if kind == "float":  # RabbitMQ's name for the 32-bit float
+        return values.float32(float(value))
+    try:
+        return _CLASSES[kind](value)
+    except KeyError:
+        raise TraceFormatError(f"unknown AMQP field type {kind!r} in a printed table") from None
 
-        return datetime.fromtimestamp(value, tz=timezone.utc)
-    return int(value)  # signedint, long, short, byte, unsignedbyte, unsignedshort, unsignedint
+
+def typed_value(kind: Any, value: Any) -> Any:
+    """The value of one AMQP field as RabbitMQ's ``{Type, Value}`` pair holds it, with its
+    type, in the form `xroute.field_table` decodes the same field to (a longstr that is UTF-8
+    as ``str``, a short as `xroute.values.short`...)."""
+    return decode_value(encode_value(_typed(kind, value)))[0]
 
 
 def typed_table(fields: list[tuple[bytes, Any, Any]]) -> dict[str, Any]:
-    """An AMQP table printed by RabbitMQ (``[{<<"name">>,type,value}, ...]``) as a dict."""
-    return {name.decode("utf-8"): typed_value(kind, value) for name, kind, value in fields}
+    """An AMQP table printed by RabbitMQ (``[{<<"name">>,type,value}, ...]``) as a dict of
+    typed values (`typed_value`)."""
+    table = _typed("table", fields)
+    return decode_table(encode_table(table))[0]
+
+
+_CLASSES = {
+    name: getattr(values, name)
+    for name in ("byte", "unsignedbyte", "short", "unsignedshort", "signedint", "unsignedint",
+                 "long", "double", "timestamp")
+}

@@ -19,6 +19,9 @@ import pyarrow.parquet as pq
 from xroute.errors import TraceFormatError
 from xroute.storage import Location, locate
 from xroute.traces.records import SCHEMA, to_table
+
+# Columns that captures written by earlier versions lack (read as nulls).
+OPTIONAL = ("amqp_headers",)
 from xroute.traces.tracing_log import read_json_lines, read_text
 
 FORMATS = ("firehose", "rabbitmq-tracing")
@@ -84,11 +87,16 @@ def _read_file(
         if kind == "parquet":
             wanted = columns or SCHEMA.names
             file = pq.ParquetFile(io.BytesIO(data))
-            missing = [c for c in wanted if c not in file.schema_arrow.names]
+            present = file.schema_arrow.names
+            missing = [c for c in wanted if c not in present and c not in OPTIONAL]
             if missing:
                 raise TraceFormatError(f"a Parquet file without the trace columns {missing}")
-            schema = pa.schema([SCHEMA.field(c) for c in wanted])
-            return file.read(columns=wanted).cast(schema)
+            table = file.read(columns=[c for c in wanted if c in present])
+            for name in wanted:  # a capture written before a column came: null there
+                if name not in present:
+                    nulls = pa.nulls(table.num_rows, SCHEMA.field(name).type)
+                    table = table.append_column(name, nulls)
+            return table.select(wanted).cast(pa.schema([SCHEMA.field(c) for c in wanted]))
         if kind == "firehose-json":
             rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
             return pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -116,7 +124,7 @@ def check_files(files: list[tuple[Location, str]], format: str | None = None) ->
             if kind == "parquet":
                 stream.seek(0)
                 names = pq.ParquetFile(stream).schema_arrow.names
-                missing = [c for c in SCHEMA.names if c not in names]
+                missing = [c for c in SCHEMA.names if c not in names and c not in OPTIONAL]
                 if missing:
                     raise TraceFormatError(f"{name}: a Parquet file without the trace columns {missing}")
         if kind and format == "firehose" and kind.startswith("tracing"):

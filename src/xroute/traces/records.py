@@ -8,7 +8,11 @@ exchange. Only publish records are routed; the others are counted apart.
 
 The table's ``headers`` column is JSON text that routes exactly as the broker routed: the extra
 routing keys are given back as ``CC`` (CC and BCC route alike; which was which is not recorded),
-and the pipeline reads it as it reads any JSON headers column.
+and the pipeline reads it as it reads any JSON headers column. JSON has no AMQP types (a short
+and a long, a longstr and a binary look alike), so where the source kept them (the tracing
+plugin's text log, a firehose capture) the same table is also in ``amqp_headers``, encoded as
+an AMQP field table, each value in its own type; `xroute verify` routes that one. It is null
+for the tracing plugin's JSON log, whose headers lost their types.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+
+from xroute.field_table import encode_table
 
 PUBLISH = "publish"
 DELIVER = "deliver"
@@ -35,6 +41,7 @@ SCHEMA = pa.schema(
         pa.field("routing_key", pa.string()),  # the first routing key; an event's name
         pa.field("routing_keys", pa.list_(pa.string())),
         pa.field("headers", pa.string()),  # JSON text (see the module's docstring)
+        pa.field("amqp_headers", pa.binary()),  # the same, typed (null: types unknown)
         pa.field("message_id", pa.string()),
         pa.field("correlation_id", pa.string()),
         pa.field("timestamp", pa.int64()),  # the AMQP timestamp property, seconds
@@ -99,18 +106,21 @@ class TraceRecord:
     user: str | None = None
     payload: bytes | None = None
     event_name: str | None = None  # event records: binding.created, queue.deleted, ...
+    typed: bool = True  # whether the headers keep their AMQP types (not from a JSON log)
 
     def row(self, seq: int) -> dict[str, Any]:
         """This record as one row of `SCHEMA`."""
         props = self.properties
+        typed_headers = None
         if self.record_type == EVENT:
             routing_key = self.event_name
             headers = json.dumps(json_value(props.get("headers") or {}), sort_keys=True)
         else:
             routing_key = self.routing_keys[0] if self.routing_keys else None
-            headers = json.dumps(
-                json_value(routing_headers(props.get("headers"), self.routing_keys))
-            )
+            table = routing_headers(props.get("headers"), self.routing_keys)
+            headers = json.dumps(json_value(table))
+            if self.typed:
+                typed_headers = encode_table(table)
         timestamp = props.get("timestamp")
         if isinstance(timestamp, datetime):
             timestamp = int(timestamp.timestamp())
@@ -122,6 +132,7 @@ class TraceRecord:
             "routing_key": routing_key,
             "routing_keys": list(self.routing_keys) if self.record_type != EVENT else None,
             "headers": headers,
+            "amqp_headers": typed_headers,
             "message_id": _text(props.get("message_id")),
             "correlation_id": _text(props.get("correlation_id")),
             "timestamp": timestamp,

@@ -62,6 +62,7 @@ def read_json_lines(lines: Iterable[str], where: str = "tracing log") -> Iterato
             channel=item.get("channel"),
             user=item.get("user"),
             payload=payload_from_base64(item.get("payload")),
+            typed=False,  # the management API's JSON of a table keeps no AMQP types
         )
 
 

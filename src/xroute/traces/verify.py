@@ -9,9 +9,20 @@ are compared:
   reverse;
 - ``missing_exchange``: the message's exchange is not in the topology;
 - ``unsupported_exchange``: a plugin exchange type xroute cannot route on the path;
-- ``invalid``: the record cannot be routed at all (``reason`` says why).
+- ``invalid``: the record cannot be routed at all (``reason`` says why);
+- ``inexact``: xroute disagrees, but the record's headers came from a log that loses their
+  AMQP types (the tracing plugin's JSON format): routed as plain values, the message could
+  not be judged exactly, and it is not flagged (``reason`` says so).
 
-None of the last three is ever counted as agreement. Pure: Arrow in, Arrow out, no Spark.
+None of the last four is ever counted as agreement.
+
+The default exchange's ``routed_queues`` are the message's routing keys, whether or not such
+queues exist: RabbitMQ's channel hands the trace the exchange's answer before it looks the
+queues up (``rabbit_channel``: ``rabbit_trace:tap_in`` gets ``rabbit_exchange:route``'s names,
+3.10.8 and 4.3.5 alike; ``rabbit_exchange:route`` answers the default exchange with every
+routing key). So the names there that are no queue of the topology are left out of the
+comparison: the trace cannot say whether they were queues of the broker. Pure: Arrow in,
+Arrow out, no Spark.
 """
 
 from __future__ import annotations
@@ -27,14 +38,16 @@ import pyarrow.compute as pc
 
 from xroute.batch import BatchRouter
 from xroute.errors import (
+    InvalidHeaders,
     UnknownExchange,
     UnknownExchangeType,
     UnsupportedExchangeType,
     XRouteError,
 )
+from xroute.field_table import decode_table
 from xroute.model import Binding
 from xroute.pipeline.transform import PROPERTY_COLUMNS, properties_of, route_records
-from xroute.topology import Exchange, Topology
+from xroute.topology import DEFAULT_EXCHANGE, Exchange, Topology
 from xroute.traces.history import TopologyHistory
 from xroute.traces.records import PUBLISH
 
@@ -43,10 +56,15 @@ DISAGREE = "disagree"
 MISSING_EXCHANGE = "missing_exchange"
 UNSUPPORTED_EXCHANGE = "unsupported_exchange"
 INVALID = "invalid"
-STATUSES = (AGREE, DISAGREE, MISSING_EXCHANGE, UNSUPPORTED_EXCHANGE, INVALID)
+INEXACT = "inexact"
+STATUSES = (AGREE, DISAGREE, MISSING_EXCHANGE, UNSUPPORTED_EXCHANGE, INVALID, INEXACT)
 # The record columns a verdict needs (`xroute.traces.records.SCHEMA`).
 NEEDED = ["seq", "record_type", "message_id", "correlation_id", "timestamp", "exchange",
-          "routing_key", "headers", "routed_queues", "traced_at"]
+          "routing_key", "headers", "amqp_headers", "routed_queues", "traced_at"]
+UNTYPED_REASON = (
+    "the headers come from a log that loses their AMQP types (the tracing plugin's JSON "
+    "format): routed as plain values, this message cannot be judged exactly"
+)
 
 VERDICT_SCHEMA = pa.schema(
     [
@@ -95,9 +113,11 @@ def verify_message(
     headers: Mapping[str, Any] | None,
     routed_queues: list[str] | None,
     properties: Mapping[str, Any] | None = None,
+    typed: bool = True,
 ) -> Verdict:
     """Route one traced message with ``topology`` and compare with the broker's queues
-    (``properties``: its basic properties, for the types that hash or pick on them)."""
+    (``properties``: its basic properties, for the types that hash or pick on them; not
+    ``typed``: the headers lost their AMQP types, and a disagreement is ``inexact``)."""
     try:
         queues = topology.route(exchange, routing_key, headers, properties=properties)
     except UnknownExchange as error:
@@ -107,6 +127,8 @@ def verify_message(
     except XRouteError as error:
         return Verdict(INVALID, reason=f"{type(error).__name__}: {error}")
     broker = set(routed_queues or ())
+    if exchange == DEFAULT_EXCHANGE:  # its names are the keys, queues or not (the docstring)
+        broker &= topology.queues.keys()
     if queues == broker:
         return Verdict(AGREE, queues)
     # Only a disagreement pays for the walk that says which bindings took part.
@@ -128,6 +150,8 @@ def verify_message(
             f"{at.name!r} -> queue {queue!r}: no binding matched (keys {_keys(routing_key, headers)})"
             for at, _ in visited
         ] or [f"queue {queue!r}: not reachable from exchange {exchange!r}"]
+    if not typed and any(name != "CC" for name in headers or ()):
+        return Verdict(INEXACT, queues, missing, extra, suspects, UNTYPED_REASON)
     return Verdict(DISAGREE, queues, missing, extra, suspects)
 
 
@@ -159,11 +183,12 @@ def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
     keys = table.column("routing_key").combine_chunks().fill_null("")
     exchanges = table.column("exchange").combine_chunks().fill_null("")
     properties = properties_of(router, table)  # None unless a type reads them
+    headers, refused = _tables(table)
     outcome = route_records(
-        router, keys, exchanges, table.column("headers").combine_chunks(), properties=properties
+        router, keys, exchanges, headers, properties=properties, refused=refused
     )
-    broker = table.column("routed_queues").combine_chunks()
     names = pa.array(router.queues, pa.string())
+    broker = _known_names(table.column("routed_queues").combine_chunks(), exchanges, names)
     their_ids = pc.index_in(broker.flatten(), value_set=names).fill_null(-1)
     their_ids = their_ids.to_numpy(zero_copy_only=False).astype(np.int64)
     their_rows = pc.list_parent_indices(broker).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -180,12 +205,14 @@ def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
     suspects: list[list[str] | None] = [None] * size
     reasons: list[str | None] = [None] * size
     if len(rows):
-        detail = table.select(["exchange", "routing_key", "headers", "routed_queues"]).take(rows)
-        parsed: dict[str, Any] = {}
-        for i, record in zip(rows.tolist(), detail.to_pylist()):
+        detail = table.select(["exchange", "routing_key", "headers", "amqp_headers",
+                               "routed_queues"])
+        parsed: dict[Any, Any] = {}
+        for i, record in zip(rows.tolist(), detail.take(rows).to_pylist()):
             verdict = _one(router.topology, record["exchange"], record["routing_key"],
                            record["headers"], record["routed_queues"], parsed,
-                           properties[i] if properties is not None else None)
+                           properties[i] if properties is not None else None,
+                           record["amqp_headers"])
             status[i], ours[i], reasons[i] = verdict.status, sorted(verdict.xroute_queues), verdict.reason
             missing[i], extra[i], suspects[i] = verdict.missing, verdict.extra, verdict.suspects
     strings = pa.list_(pa.string())
@@ -211,6 +238,41 @@ def _verify_routed(table: pa.Table, router: BatchRouter) -> pa.Table:
     )
 
 
+def _tables(table: pa.Table) -> tuple[Any, dict[int, XRouteError]]:
+    """The records' headers: the JSON column as it is when no record kept its types, else
+    each record's table, typed where the trace kept it (``amqp_headers``), and the records
+    whose JSON cannot be read."""
+    typed = table.column("amqp_headers").combine_chunks()
+    texts = table.column("headers").combine_chunks()
+    if typed.null_count == len(typed):
+        return texts, {}
+    tables: list[Any] = []
+    refused: dict[int, XRouteError] = {}
+    for row, (data, text) in enumerate(zip(typed.to_pylist(), texts.to_pylist())):
+        try:
+            tables.append(decode_table(data, 0)[0] if data is not None
+                          else json.loads(text) if text else None)
+        except ValueError as error:
+            tables.append(None)
+            refused[row] = InvalidHeaders(f"headers are not valid JSON: {error}", None, text)
+    return tables, refused
+
+
+def _known_names(broker: pa.ListArray, exchanges: pa.Array, queues: pa.Array) -> pa.ListArray:
+    """The broker's ``routed_queues`` less the names the default exchange lists that are no
+    queue of the topology (the module's docstring)."""
+    default = pc.equal(exchanges, DEFAULT_EXCHANGE)
+    if not pc.any(default).as_py():
+        return broker
+    names = broker.flatten()
+    parents = pc.list_parent_indices(broker)
+    keep = pc.or_(pc.invert(pc.take(default, parents)), pc.is_in(names, value_set=queues))
+    kept_rows = parents.filter(keep).to_numpy(zero_copy_only=False)
+    counts = np.bincount(kept_rows, minlength=len(broker))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, names.filter(keep), mask=broker.is_null())
+
+
 def _rows_differing(
     size: int, our_rows: np.ndarray, our_ids: np.ndarray, their_rows: np.ndarray,
     their_ids: np.ndarray, stride: int,
@@ -234,18 +296,21 @@ def _rows_differing(
 
 def _one(
     topology: Topology, exchange: str | None, routing_key: str | None, text: str | None,
-    routed_queues: list[str] | None, parsed: dict[str, Any],
-    properties: Mapping[str, Any] | None = None,
+    routed_queues: list[str] | None, parsed: dict[Any, Any],
+    properties: Mapping[str, Any] | None = None, typed: bytes | None = None,
 ) -> Verdict:
-    """One record's verdict, its headers JSON parsed once per distinct text."""
+    """One record's verdict, its headers (``typed``: as an AMQP table, else the JSON
+    ``text``, which lost their types) decoded once per distinct value."""
+    source = typed if typed is not None else text
     try:
-        if text and text not in parsed:
-            parsed[text] = json.loads(text)
-        headers = parsed[text] if text else None
+        if source and source not in parsed:
+            parsed[source] = decode_table(typed, 0)[0] if typed is not None else json.loads(text)
+        headers = parsed[source] if source else None
     except ValueError as error:
         return Verdict(INVALID, reason=f"headers are not valid JSON: {error}")
     return verify_message(
-        topology, exchange or "", routing_key or "", headers, routed_queues, properties
+        topology, exchange or "", routing_key or "", headers, routed_queues, properties,
+        typed is not None,
     )
 
 
@@ -261,7 +326,8 @@ def _verify_rows(table: pa.Table, history: TopologyHistory) -> pa.Table:
         version = row["version"]
         properties = {k: row[k] for k in PROPERTY_COLUMNS if row[k] is not None}
         verdict = _one(history.topology(version), row["exchange"], row["routing_key"],
-                       row["headers"], row["routed_queues"], parsed, properties)
+                       row["headers"], row["routed_queues"], parsed, properties,
+                       row["amqp_headers"])
         agrees = verdict.status == AGREE  # named, not copied (as `_verify_routed`)
         out.append(
             {

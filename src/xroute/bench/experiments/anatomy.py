@@ -367,6 +367,7 @@ def _comparison(curves: dict[str, Any], sweep: dict[str, Any]) -> dict:
 def plot(result: dict[str, Any], path: str) -> None:
     """Three panels: key length without and with `#.#`, and the bindings sweep."""
     from xroute.bench.experiments.figures import figure, save
+    from xroute.pipeline.figures import legend_outside
 
     fig, axes = figure(3, "Experiment 1: trie anatomy (seeds 000/003)")
     for ax, label in zip(axes[:2], ("plain", "with #.#")):
@@ -381,7 +382,7 @@ def plot(result: dict[str, Any], path: str) -> None:
         ax.set_title("seed-mix bindings" + (" + one #.#" if label != "plain" else ""))
         ax.set_xlabel("routing key length (words)")
         ax.set_ylabel("µs per route (median, 25-75% band)")
-        ax.legend()
+        legend_outside(ax)
     ax = axes[2]
     for name, values in result["sweep"]["series"].items():
         sizes = sorted(int(s) for s in values if values[s] is not None)
@@ -391,5 +392,5 @@ def plot(result: dict[str, Any], path: str) -> None:
     ax.set_title(f"key length {result['sweep']['length']}")
     ax.set_xlabel("bindings")
     ax.set_ylabel("µs per route")
-    ax.legend(fontsize="small")
+    legend_outside(ax)
     save(fig, path)

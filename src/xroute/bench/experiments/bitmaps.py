@@ -351,20 +351,20 @@ def _comparison(rows: list[dict[str, Any]], ghz: float | None, hits: int, messag
 
 def plot(result: dict[str, Any], path: str) -> None:
     """Match throughput per GHz beside the paper's 3M, and compile times beside its 12 s."""
-    from xroute.bench.experiments.figures import figure, save
+    from xroute.bench.experiments.figures import figure, marked_barh, save
 
     fig, (rate, compile_ax) = figure(2, "Experiment 3: inverted bitmaps (seed 001, OpenAMQ)")
     rows = [row for row in result["rows"] if row["matches_per_second"]]
     per_ghz = result["ghz"] is not None
-    names = [row["name"] for row in rows] + ["seed: OpenAMQ (C)"]
-    values = [
-        (row["matches_per_second_per_ghz"] if per_ghz else row["matches_per_second"]) / 1e6
-        for row in rows
-    ] + [SEED_MATCHES / SEED_MATCH_S / (SEED_GHZ if per_ghz else 1) / 1e6]
-    colours = ["tab:blue" if row["kind"] == "xroute" else "tab:orange" for row in rows] + [
-        "tab:grey"
-    ]
-    rate.barh(names, values, color=colours)
+    marked_barh(
+        rate, rows,
+        [(row["matches_per_second_per_ghz"] if per_ghz else row["matches_per_second"]) / 1e6
+         for row in rows],
+        ["tab:blue" if row["kind"] == "xroute" else "tab:orange" for row in rows],
+        extra=[("seed: OpenAMQ (C)",
+                SEED_MATCHES / SEED_MATCH_S / (SEED_GHZ if per_ghz else 1) / 1e6, "tab:grey")],
+        kinds={"xroute": "tab:blue", "naive and peers": "tab:orange", "the seed": "tab:grey"},
+    )
     rate.set_xscale("log")
     rate.set_xlabel("million matches per second" + (" per GHz" if per_ghz else " (clock unknown)"))
     rate.invert_yaxis()

@@ -15,8 +15,8 @@ import random
 import time
 from typing import Any
 
-from xroute.bench.rabbitmq import connect
 from xroute.bench.experiments.common import Context, Progress, seconds_per_item, table
+from xroute.bench.rabbitmq import connect
 from xroute.bench.workload import random_word, seed_keys, seed_patterns
 from xroute.topology import Topology
 
@@ -217,6 +217,7 @@ def _comparison(rows: list[dict[str, Any]]) -> dict:
 def plot(result: dict[str, Any], path: str) -> None:
     """µs per message: RabbitMQ's confirmed publish and xroute's route, per exchange and size."""
     from xroute.bench.experiments.figures import figure, save
+    from xroute.pipeline.figures import legend_outside
 
     fig, (ax,) = figure(1, "Experiment 6: a real RabbitMQ against xroute")
     rows = result["rows"]
@@ -243,5 +244,5 @@ def plot(result: dict[str, Any], path: str) -> None:
     ax.set_xticks(list(positions), labels)
     ax.set_yscale("log")
     ax.set_ylabel("µs per message (log)")
-    ax.legend()
+    legend_outside(ax)
     save(fig, path)

@@ -246,23 +246,27 @@ def _comparison(rows: list[dict[str, Any]]) -> dict:
 
 def plot(result: dict[str, Any], path: str) -> None:
     """Per client count, µs per message against k for each method (log scale)."""
-    from xroute.bench.experiments.figures import figure, save
+    from xroute.bench.experiments.figures import figure, save, wrong_of
+    from xroute.pipeline.figures import figure_legend, series_style, wrong_label
 
     sizes = sorted({r["clients"] for r in result["rows"]})
     fig, axes = figure(len(sizes), "Experiment 5: several routing keys per message (seed 004)")
+    names = list(dict.fromkeys(r["name"] for r in result["rows"]))
     for ax, clients in zip(axes, sizes):
-        for name in dict.fromkeys(r["name"] for r in result["rows"]):
-            points = sorted(
-                (r["k"], r["us_per_message"])
-                for r in result["rows"]
-                if r["name"] == name and r["clients"] == clients and r["us_per_message"]
-            )
-            if points:
-                style = "--" if name.startswith("topic:") else "-"
-                ax.plot(*zip(*points), style, marker="o", label=name)
+        for index, name in enumerate(names):
+            rows = [r for r in result["rows"]
+                    if r["name"] == name and r["clients"] == clients and r["us_per_message"]]
+            if not rows:
+                continue
+            points = sorted((r["k"], r["us_per_message"]) for r in rows)
+            wrong = sum(wrong_of(r)[0] for r in rows), sum(wrong_of(r)[1] for r in rows)
+            style = dict(series_style(index), linestyle="--" if name.startswith("topic:") else "-")
+            if wrong[0]:  # wrong answers: drawn faint and dotted, and said in the label
+                style.update(linestyle=":", alpha=0.5)
+            ax.plot(*zip(*points), label=wrong_label(name, *wrong), **style)
         ax.set_yscale("log")
         ax.set_xlabel("clients per message (k)")
         ax.set_ylabel("µs per message (log)")
         ax.set_title(f"{clients:,} clients")
-        ax.legend(fontsize="x-small")
+    figure_legend(fig, axes)
     save(fig, path)

@@ -270,15 +270,16 @@ def _comparison(rows: list[dict[str, Any]]) -> dict:
 
 def plot(result: dict[str, Any], path: str) -> None:
     """µs per message for the direct exchange, the topic exchange per engine, and the peers."""
-    from xroute.bench.experiments.figures import figure, save
+    from xroute.bench.experiments.figures import figure, marked_barh, save
 
     fig, (ax,) = figure(1, "Experiment 4: topic vs direct at scale (seed 000, MongooseIM)")
     rows = [r for r in result["rows"] if r["us_per_message"]]
     colours = {"direct": "tab:green", "topic": "tab:blue"}
-    ax.barh(
-        [r["name"] for r in rows],
-        [r["us_per_message"] for r in rows],
-        color=[colours.get(r["exchange"], "tab:orange") for r in rows],
+    marked_barh(
+        ax, rows, [r["us_per_message"] for r in rows],
+        [colours.get(r["exchange"], "tab:orange") for r in rows],
+        kinds={"direct exchange": "tab:green", "topic exchange": "tab:blue",
+               "peers": "tab:orange"},
     )
     ax.set_xscale("log")
     ax.set_xlabel("µs per message (log)")

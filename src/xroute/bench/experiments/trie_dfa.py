@@ -275,21 +275,22 @@ def _comparison(rows: list[dict[str, Any]], topics: int) -> dict:
 
 def plot(result: dict[str, Any], path: str) -> None:
     """Seconds per 1M topics per matcher, the seed's three bars beside, and memory."""
-    from xroute.bench.experiments.figures import figure, save
+    from xroute.bench.experiments.figures import figure, marked_barh, save
 
     fig, (ax, mem) = figure(2, "Experiment 2: trie vs DFA vs naive (seed 002)")
     rows = [r for r in result["rows"] if r["seconds"]]
     scale = 1_000_000 / result["topic_count"]
-    names = [r["name"] for r in rows] + ["seed: trie", "seed: best DFA", "seed: naive"]
-    values = [r["seconds"] * scale for r in rows] + [11.7, 15.2, 11.7 * 15]
-    colours = ["tab:blue" if r["kind"] == "xroute" else "tab:orange" for r in rows] + [
-        "tab:grey"
-    ] * 3
-    ax.barh(names, values, color=colours)
+    marked_barh(
+        ax, rows, [r["seconds"] * scale for r in rows],
+        ["tab:blue" if r["kind"] == "xroute" else "tab:orange" for r in rows],
+        extra=[("seed: trie", 11.7, "tab:grey"), ("seed: best DFA", 15.2, "tab:grey"),
+               ("seed: naive", 11.7 * 15, "tab:grey")],
+        kinds={"xroute": "tab:blue", "naive and peers": "tab:orange", "the seed": "tab:grey"},
+    )
     ax.set_xscale("log")
     ax.set_xlabel("seconds per 1,000,000 topics (log)")
     ax.invert_yaxis()
-    ax.set_title("time (blue xroute, orange naive/peers, grey the seed)")
+    ax.set_title("time per matcher")
     with_memory = [r for r in result["rows"] if r.get("memory_bytes")]
     mem.barh([r["name"] for r in with_memory], [r["memory_bytes"] / 2**20 for r in with_memory])
     mem.set_xlabel("MB held (tracemalloc)")
