@@ -228,7 +228,11 @@ def test_explain_says_which_types_it_assumed():
         " say it with a typed value of xroute.values",
         "header 'k'[1]: bytes taken as binary, as pika sends them (py-amqp sends a longstr);"
         " say it with a typed value of xroute.values",
+        "binding of queue 'q' to 'h', argument 'k'[0]: int taken as signedint (pika's rule;"
+        " a client may send another width); say it with a typed value of xroute.values",
     ]  # the short says its type; a top-level int's width does not count here
+    t.unbind("h", "q", "", {"k": [1]})
+    t.bind("h", "q", "", {"k": [short(1)]})
     assert explain(t, "h", "", {"k": [short(1)]}).type_notes == []
 
 

@@ -178,6 +178,7 @@ _ASSUMED = {
     float: "float taken as double (a client may send a float32)",
 }
 _SAY_IT = "; say it with a typed value of xroute.values"
+MAX_TYPE_NOTES = 20  # binding arguments of a large headers exchange: enough to see the point
 
 
 def type_notes(headers: dict[str, Any], visited: list[Exchange], topology: Topology) -> list[str]:
@@ -205,9 +206,28 @@ def type_notes(headers: dict[str, Any], visited: list[Exchange], topology: Topol
             else:
                 matters = tagged
             if matters:
-                width = "signedint" if kind is int and -(2**31) <= item < 2**31 else "long"
-                notes.append(f"header {path}: {_ASSUMED[kind].format(kind=width)}{_SAY_IT}")
+                notes.append(f"header {path}: {_assumed(item)}{_SAY_IT}")
+    # The bindings' side: a definitions export's JSON carries no width either (an integer is
+    # read as a client declares it, a signedint; RabbitMQ's own import makes it a long).
+    for exchange in visited:
+        if exchange.type != "headers":
+            continue
+        for binding in topology.bindings(exchange.name):
+            for name in binding.arguments.keys() & headers.keys():
+                for path, item in _plain_scalars(name, binding.arguments[name]):
+                    if path != repr(name) and len(notes) < MAX_TYPE_NOTES:
+                        notes.append(
+                            f"binding of {binding.destination.kind} "
+                            f"{binding.destination.name!r} to {exchange.name!r}, argument "
+                            f"{path}: {_assumed(item)}{_SAY_IT}"
+                        )
     return notes
+
+
+def _assumed(item: Any) -> str:
+    kind = type(item)
+    width = "signedint" if kind is int and -(2**31) <= item < 2**31 else "long"
+    return _ASSUMED[kind].format(kind=width)
 
 
 def _plain_scalars(name: str, value: Any) -> list[tuple[str, Any]]:
