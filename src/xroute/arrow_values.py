@@ -88,7 +88,7 @@ def converter(arrow_type: Any) -> Convert | None:
             return None
         return _maybe(
             lambda row: {
-                name: (value if convert is None or value is None else convert(value))
+                name: value if convert is None else convert(value)
                 for (name, convert), value in zip(fields, row.values())
             }
         )
@@ -109,23 +109,15 @@ def header_tables(column: Any, refused: Callable[[int, XRouteError], None]) -> l
     rows = column.to_pylist()
     if pa.types.is_map(column.type):
         rows = [None if row is None else dict(row) for row in rows]
-        value_type = column.type.item_type
+        item = converter(column.type.item_type)
+        convert_of: Callable[[str], Convert | None] = lambda name: item  # noqa: E731
     else:
-        value_type = None
-    fields = (
-        {f.name: converter(f.type) for f in column.type}
-        if pa.types.is_struct(column.type)
-        else None
-    )
-    item = None if value_type is None else converter(value_type)
+        convert_of = {f.name: converter(f.type) for f in column.type}.__getitem__
     out: list[Any] = []
     for number, row in enumerate(rows):
-        if row is None:
-            out.append(None)
-            continue
         try:
-            out.append({
-                name: _typed(value, item if fields is None else fields[name])
+            out.append(None if row is None else {
+                name: _typed(value, convert_of(name))
                 for name, value in row.items()
                 if value is not None
             })
