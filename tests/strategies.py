@@ -27,3 +27,30 @@ def apply_binding_step(step: tuple, matchers: list, live: list[tuple[str, str]])
         pattern, destination = live.pop(step[1] % len(live))
         for matcher in matchers:
             matcher.remove(pattern, destination)
+
+
+# AMQP field values with exact types (xroute.values) and plain ones (pika's rule), nested.
+def _typed_scalars() -> st.SearchStrategy:
+    from datetime import datetime, timezone
+    from decimal import Decimal
+
+    from xroute import values as v
+
+    return st.one_of(
+        st.sampled_from([0, 1, -1, 2**40, 1.5, True, False, "a", "", b"a", b"", None]),
+        st.sampled_from([
+            v.byte(1), v.unsignedbyte(1), v.short(1), v.unsignedshort(1), v.signedint(1),
+            v.unsignedint(1), v.long(1), v.float32(1.5), v.double(1.5), v.longstr(b"a"),
+            v.binary(b"a"), v.longstr(b"\xff"), v.timestamp(1), v.timestamp(2**40),
+        ]),
+        st.sampled_from([datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc),
+                         Decimal("1.5"), Decimal("1.50")]),
+    )
+
+
+typed_values = st.recursive(
+    st.deferred(_typed_scalars),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2),
+    max_leaves=6,
+)

@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xroute import ENGINES, DefinitionsError, InvalidHeaders, TopicMatcher, Topology, XRouteError
+from xroute import values
+from xroute.exchanges.jms_sql import sql_selector
 
 FUZZ = settings(
     max_examples=150,
@@ -72,6 +74,12 @@ scalars = st.one_of(
     st.builds(Weird),
     st.just(object()),
     st.frozensets(st.integers(), max_size=2),
+    st.sampled_from([  # values of xroute.values, every AMQP type
+        values.byte(-1), values.unsignedbyte(255), values.short(1), values.unsignedshort(2),
+        values.signedint(3), values.unsignedint(2**32 - 1), values.long(-(2**63)),
+        values.float32(1.5), values.double(-0.0), values.longstr(b"\xff"), values.binary(b""),
+        values.timestamp(2**64 - 1),
+    ]),
 )
 hostile = st.recursive(
     scalars,
@@ -86,7 +94,9 @@ hostile = st.recursive(
 ) | st.builds(_nested, st.integers(0, 5_000), scalars) | st.sampled_from(["list", "dict"]).map(
     _cyclic
 ) | st.integers(10, 40).map(_wide)
-names = st.one_of(st.sampled_from(["t", "d", "f", "h", "x", "", "q", "amq.topic"]), hostile)
+names = st.one_of(
+    st.sampled_from(["t", "d", "f", "h", "x", "c", "j", "", "q", "amq.topic"]), hostile
+)
 field_names = st.one_of(
     st.sampled_from(["x-match", "CC", "BCC", "k", "n"]),
     st.text(st.characters(), max_size=3),
@@ -98,8 +108,8 @@ field_names = st.one_of(
 tables = st.one_of(hostile, st.dictionaries(field_names, hostile, max_size=4))
 
 
-def topology() -> Topology:
-    t = Topology()
+def topology(rabbitmq: str | None = None) -> Topology:
+    t = Topology(rabbitmq=rabbitmq)
     kinds = {"t": "topic", "d": "direct", "f": "fanout", "h": "headers", "x": "x-delimiter"}
     for name, kind in kinds.items():
         t.declare_exchange(name, kind, alternate_exchange="f" if name != "f" else None)
@@ -111,10 +121,18 @@ def topology() -> Topology:
     t.bind("f", "qf")
     t.bind("h", "qh", "", {"x-match": "any", "k": [1, {"a": 2}], "n": None})
     t.bind("x", "qx", "a")
+    # Types that hash or read typed header values (xroute.exchanges.terms).
+    t.declare_exchange("c", "x-consistent-hash", arguments={"hash-header": "k"})
+    t.declare_exchange("j", "x-jms-topic")
+    for name in ("c", "j"):
+        t.declare_queue(f"q{name}")
+    t.bind("c", "qc", "1")
+    t.bind("j", "qj", "", {"rjms_erlang_selector": sql_selector("k > 1 OR k LIKE 'a%'")})
     return t
 
 
 ROUTED = topology()
+ROUTED_3X = topology("3.10")  # consistent hash on {Type, Value}, headers compared with ==
 
 
 def only_xroute_errors(call, *args, **kwargs) -> Any:
@@ -128,8 +146,9 @@ def only_xroute_errors(call, *args, **kwargs) -> Any:
 @FUZZ
 @given(exchange=names, key=st.one_of(st.text(max_size=40), hostile), headers=tables)
 def test_route(exchange, key, headers):
-    result = only_xroute_errors(ROUTED.route, exchange, key, headers)
-    assert isinstance(result, (frozenset, XRouteError))
+    for routed in (ROUTED, ROUTED_3X):
+        result = only_xroute_errors(routed.route, exchange, key, headers)
+        assert isinstance(result, (frozenset, XRouteError))
 
 
 @FUZZ

@@ -326,7 +326,7 @@ def _top_equal(binding, header, rabbitmq: str | None) -> bool:
         numbers = {"number", "float"}
         if isinstance(a, tuple) and isinstance(b, tuple) and {a[0], b[0]} <= numbers:
             return a[1] == b[1]
-    elif kind == "timestamp":
+    elif kind == "timestamp":  # ("number", seconds)
         b = ("number", b[1] * 1000)
     return a == b
 

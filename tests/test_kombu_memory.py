@@ -114,6 +114,25 @@ def test_headers_exchange_refuses_a_bad_x_match_at_bind_time(installed, memory):
         queue.declare()
 
 
+def test_bytes_are_longstr_as_py_amqp_sends_them(installed, memory):
+    # py-amqp sends bytes as a longstr: RabbitMQ takes an x-match of b"any" and matches a
+    # bytes header inside an array with a str argument ([longstr v] is [longstr v]).
+    channel = memory.channel()
+    exchange = Exchange("xroute-kombu-bytes", type="headers", channel=channel)
+    exchange.declare()
+    queue = Queue("xroute-kombu-bytes-q", channel=channel,
+                  bindings=[binding(exchange, arguments={"x-match": b"any", "k": ["v"]})])
+    queue.declare()
+    channel.basic_publish(
+        channel.prepare_message("m", headers={"k": [b"v"]}), "xroute-kombu-bytes", ""
+    )
+    assert channel.basic_get("xroute-kombu-bytes-q", no_ack=True) is not None
+    channel.basic_publish(
+        channel.prepare_message("n", headers={"k": [b"w"]}), "xroute-kombu-bytes", ""
+    )
+    assert channel.basic_get("xroute-kombu-bytes-q", no_ack=True) is None
+
+
 def test_headers_exchange_refuses_an_argument_no_amqp_table_carries(installed, memory):
     channel = memory.channel()
     exchange = Exchange("xroute-kombu-bad-value", type="headers", channel=channel)

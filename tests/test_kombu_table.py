@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from tests.strategies import bindings, keys
 from xroute import InvalidArguments, InvalidPattern, Topology, UnknownExchangeType, XRouteError
-from xroute.headers import canonical
+from xroute.headers import typed_canonical
 from xroute.kombu.table import TableRouter, decode_arguments, encode_arguments
+from xroute.values import PY_AMQP, as_sent_by, binary, float32, longstr, short, unsignedint
 
 field_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
@@ -32,8 +33,23 @@ def test_arguments_round_trip_with_their_types(arguments, mode):
     text = encode_arguments(arguments)
     assert "\x06\x16" not in text  # kombu's Redis row separator cannot appear
     back = decode_arguments(text)
-    assert {n: canonical(v) for n, v in back.items()} == {n: canonical(v) for n, v in arguments.items()}
+    # Each value keeps its AMQP type, the one py-amqp sends (bytes: a longstr).
+    sent = as_sent_by(arguments, PY_AMQP)
+    assert {n: typed_canonical(v) for n, v in back.items()} == {
+        n: typed_canonical(v) for n, v in sent.items()
+    }
     assert encode_arguments(back) == text  # the same arguments, the same row: unbind finds it
+
+
+def test_typed_arguments_keep_their_types_and_bytes_are_longstr():
+    typed = {"a": short(1), "b": float32(1.5), "c": binary(b"x"), "d": [unsignedint(2)],
+             "e": b"y", "f": [b"z"], "x-match": b"any"}
+    back = decode_arguments(encode_arguments(typed))
+    assert [type(back[n]) for n in "abce"] == [short, float32, binary, longstr]
+    assert type(back["d"][0]) is unsignedint and type(back["f"][0]) is longstr
+    assert back["x-match"] == b"any"  # py-amqp sends it as a longstr, which RabbitMQ accepts
+    with pytest.raises(InvalidArguments, match="x-match"):
+        encode_arguments({"x-match": binary(b"any")})  # a binary x-match: RabbitMQ's 406
 
 
 def test_arguments_keep_int_vs_float_and_refuse_non_finite_floats():

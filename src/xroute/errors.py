@@ -113,7 +113,7 @@ class RoutingFailed(XRouteError, RuntimeError):
     selector cannot be evaluated): the broker answers 541 INTERNAL_ERROR, closing the
     publisher's connection, and the message reaches no queue."""
 
-    reply_code = 541  # what an AMQP front answers, closing the connection
+    reply = (541, "")  # RabbitMQ's bare INTERNAL_ERROR, closing the connection
 
     def __init__(self, message: str, exchange: Any = None) -> None:
         super().__init__(message)
@@ -136,7 +136,7 @@ class BrokerCrash(XRouteError, ValueError):
     of this type meets, as a ``hash-header`` that is not a longstr): the broker answers 541
     INTERNAL_ERROR and closes the connection. ``value`` is the input."""
 
-    reply_code = 541  # what an AMQP front answers, closing the connection
+    reply = (541, "")  # RabbitMQ's bare INTERNAL_ERROR, closing the connection
 
     def __init__(self, message: str, value: Any = None) -> None:
         super().__init__(message)
@@ -155,7 +155,7 @@ class SelectorError(XRouteError, ValueError):
     """A JMS selector (``rjms_erlang_selector``) that cannot be parsed or compiled; RabbitMQ
     refuses such a binding with 541, closing the connection."""
 
-    reply_code = 541  # what an AMQP front answers, closing the connection
+    reply = (541, "")  # RabbitMQ's bare INTERNAL_ERROR, closing the connection
 
     def __init__(self, message: str, selector: Any = None) -> None:
         super().__init__(message)

@@ -34,7 +34,9 @@ Booleans (``t``), decimals (``D``, `decimal.Decimal`), void (``V``, ``None``), a
 
 **Plain values, one rule per client family.** A plain Python value has the type the client
 that sent it gives it. `PIKA` (the default everywhere in xroute) is pika's encoding: ``bytes``
-is ``binary``. `PY_AMQP` is py-amqp's, which kombu and Celery use: ``bytes`` is a ``longstr``
+is ``binary`` (pika 1.4's ``data.encode_value``; where pika has no answer or loses what the
+value says, py-amqp's is taken: a ``float`` is a double, which pika cannot send, and a
+``Decimal`` keeps its own scale, which pika normalises). `PY_AMQP` is py-amqp's, which kombu and Celery use: ``bytes`` is a ``longstr``
 like ``str``, and ``-2**31`` goes as a long. `xroute.kombu` follows `PY_AMQP`; `as_typed`
 turns values into explicit types by either rule, and `as_sent_by` wraps only the values whose
 type differs from `PIKA`'s (so that a table sent by py-amqp routes in xroute's core, which reads
@@ -206,7 +208,8 @@ class float32(_Float):  # noqa: N801
             rounded = _single.unpack(_single.pack(number))[0]
         except OverflowError:
             raise InvalidFieldValue(
-                f"{value!r} is beyond a single-precision float", cls.__name__, value
+                f"{value!r} is beyond a single-precision float ({cls.__name__})", cls.__name__,
+                value,
             ) from None
         return float.__new__(cls, rounded)
 
@@ -231,7 +234,8 @@ def _checked_float(cls: type, value: Any) -> float:
     if not math.isfinite(number):
         # Erlang has no NaN or infinity: RabbitMQ cannot decode such a table (541).
         raise InvalidFieldValue(
-            f"{value!r} is not a finite number; RabbitMQ cannot read it", cls.__name__, value
+            f"{cls.__name__} {value!r} is not a finite number; RabbitMQ cannot read it",
+            cls.__name__, value,
         )
     return number
 

@@ -191,6 +191,28 @@ def test_a_selector_that_fails_to_evaluate_closes_the_connection_with_541(channe
     assert (closed.value.reply_code, closed.value.reply_text) == (541, "INTERNAL_ERROR")
 
 
+def test_a_selector_over_a_binary_header_closes_the_connection_with_541(channel, name):
+    # pika sends bytes as a binary, which sjx_evaluator cannot read (issue 34).
+    channel.exchange_declare(name + "jms", "x-jms-topic")
+    channel.queue_declare(name + "q0")
+    selector = "{'=', {'ident', <<\"n\">>}, <<\"a\">>}."  # n = 'a'
+    channel.queue_bind(name + "q0", name + "jms", "k", arguments={"rjms_erlang_selector": selector})
+    channel.confirm_delivery()
+    channel.basic_publish(name + "jms", "k", b"x", pika.BasicProperties(headers={"n": "a"}))
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+        channel.basic_publish(name + "jms", "k", b"x", pika.BasicProperties(headers={"n": b"a"}))
+    assert (closed.value.reply_code, closed.value.reply_text) == (541, "INTERNAL_ERROR")
+
+
+def test_a_selector_that_does_not_parse_fails_the_binding_with_541(channel, name):
+    channel.exchange_declare(name + "jms", "x-jms-topic")
+    channel.queue_declare(name + "q0")
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+        channel.queue_bind(name + "q0", name + "jms", "k",
+                           arguments={"rjms_erlang_selector": "{'=', ."})
+    assert (closed.value.reply_code, closed.value.reply_text) == (541, "INTERNAL_ERROR")
+
+
 def test_a_hash_header_that_is_no_longstr_fails_the_declaration_with_541(channel, name):
     with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
         channel.exchange_declare(name + "chx", "x-consistent-hash",

@@ -8,6 +8,15 @@ import amqp
 
 from tests.conformance.typed import patched_encoder, plain
 from xroute import Topology
+from xroute.profiles import profile_for_version
+
+
+def broker_profile(channel) -> str:
+    """The version profile of the broker ``channel`` talks to (``"3.10"`` for 3.10.8)."""
+    version = channel.connection.server_properties.get("version", "")
+    if isinstance(version, bytes):
+        version = version.decode()
+    return profile_for_version(version)
 
 
 class Mirror:
@@ -21,7 +30,9 @@ class Mirror:
         # out: reading a topology back through the management API needs ordinary ones.
         self.exclusive = exclusive
         self.prefix = prefix
-        self.topology = Topology(rabbitmq=rabbitmq)
+        # The broker's own version profile unless told (3.10.8 compares a timestamp header
+        # in seconds and 1 == 1.0 at the top; 4.x does neither).
+        self.topology = Topology(rabbitmq=rabbitmq or broker_profile(channel))
         self.exchanges: list[str] = []
         self.queues: list[str] = []
 

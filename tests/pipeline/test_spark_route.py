@@ -128,6 +128,29 @@ def test_route_reads_map_headers_and_a_default_exchange(session):
     assert [r["error"] for r in routed] == [None, None, None]
 
 
+def test_route_reads_spark_types_as_amqp_types(spark):
+    # ShortType is a short, LongType a long, FloatType a float (xroute.arrow_values): inside
+    # an array the width counts, as on RabbitMQ.
+    from xroute.values import float32, long, short
+
+    t = Topology()
+    t.declare_exchange("h", "headers")
+    for queue, wanted in (("short", [short(1)]), ("int", [1]), ("long", [long(1)]),
+                          ("float", [float32(1.5)]), ("double", [1.5])):
+        t.declare_queue(queue)
+        t.bind("h", queue, "", {"x-match": "any", "s": wanted, "i": wanted, "l": wanted,
+                                "f": wanted, "d": wanted})
+    frame = spark.createDataFrame(
+        [("k", ([1], None, None, None, None)), ("k", (None, [1], None, None, None)),
+         ("k", (None, None, [1], None, None)), ("k", (None, None, None, [1.5], None)),
+         ("k", (None, None, None, None, [1.5]))],
+        "routing_key string, headers struct<s: array<short>, i: array<int>, l: array<long>,"
+        " f: array<float>, d: array<double>>",
+    )
+    routed = route(frame, t, exchange="h").collect()
+    assert [r["queues"] for r in routed] == [["short"], ["int"], ["long"], ["float"], ["double"]]
+
+
 def test_route_names_its_columns_as_asked(spark):
     t = Topology()
     t.declare_queue("q")

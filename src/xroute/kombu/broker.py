@@ -7,6 +7,9 @@ a reserved name, a bad ``x-match``...), and only then saved. `MemoryBroker` (kom
 transport: one state per process) has nothing else to save; `xroute.kombu.redis_broker`
 saves to Redis, so that every connection and process shares it.
 
+Headers and arguments are taken as py-amqp (kombu's client) sends them to RabbitMQ
+(`xroute.values.PY_AMQP`: ``bytes`` is a longstr).
+
 This module does no I/O and imports no kombu.
 """
 
@@ -26,6 +29,7 @@ from xroute.errors import (
 )
 from xroute.model import Binding, Destination, DestinationType, Exchange, Queue
 from xroute.topology import Topology
+from xroute.values import PY_AMQP, as_sent_by
 
 # The only headers that route a message on an exchange that is not a headers exchange.
 SENDER_SELECTED = ("CC", "BCC")
@@ -85,7 +89,8 @@ class Broker:
             topology = self.current()
             existed = name in topology.exchanges
             topology.declare_exchange(
-                name, exchange_type, durable=durable, auto_delete=auto_delete, arguments=arguments
+                name, exchange_type, durable=durable, auto_delete=auto_delete,
+                arguments=_py_amqp(arguments),
             )
             if not existed:
                 self._saved_exchange(topology.exchanges[name])
@@ -152,6 +157,7 @@ class Broker:
     ) -> None:
         """Bind a queue (or an exchange) to ``source``; the same (source, destination, key,
         arguments) again is the same binding."""
+        arguments = _py_amqp(arguments)
         with self.lock:
             topology = self.current()
             topology.bind(source, destination, routing_key, arguments, destination_type)
@@ -169,6 +175,7 @@ class Broker:
     ) -> None:
         """Remove the binding with exactly these arguments. None such (or no such exchange or
         queue): nothing happens, as in RabbitMQ 3.10, where such an unbind succeeds."""
+        arguments = _py_amqp(arguments)
         with self.lock:
             topology = self.current()
             try:
@@ -195,6 +202,7 @@ class Broker:
         A header that no AMQP table carries (kombu serialises a ``datetime``, say) fails only
         where headers route: elsewhere only ``CC`` and ``BCC`` are read.
         """
+        headers = _py_amqp(headers)
         with self.lock:
             topology = self.routing(exchange)
             try:
@@ -205,6 +213,11 @@ class Broker:
                     raise
                 selected = {k: headers[k] for k in SENDER_SELECTED if k in headers}
                 return topology.route(exchange, routing_key, selected)
+
+
+def _py_amqp(table: Mapping[str, Any] | None) -> Any:
+    # kombu's values travel as py-amqp sends them: bytes as a longstr (xroute.values.PY_AMQP).
+    return as_sent_by(table, PY_AMQP) if table else table
 
 
 def _binding(

@@ -9,6 +9,9 @@ matcher per message would cost more than kombu's own scan, so `TableRouter` keep
 rebuilds only when the rows differ: a binding added or removed by another process shows at
 the next publish, as it does in kombu.
 
+Values are py-amqp's (`xroute.values.PY_AMQP`): a ``bytes`` header or argument is a longstr,
+as py-amqp sends it to RabbitMQ, where xroute's core reads plain ``bytes`` as pika's binary.
+
 This module is pure (no kombu import, no I/O): it sees rows, keys and headers only.
 """
 
@@ -22,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xroute.engines import DEFAULT_ENGINE
-from xroute.errors import InvalidArguments
+from xroute.errors import InvalidArguments, XRouteError
 from xroute.exchanges.headers import criteria
 from xroute.topology import Topology
+from xroute.values import PY_AMQP, TYPE_CLASSES, TypedValue, as_sent_by
 
 # The exchange's name inside each private Topology: kombu's own name might be one the
 # Topology reserves (``amq.topic``), and the name never reaches the caller.
@@ -62,6 +66,14 @@ def _tagged(value: Any, name: str) -> list:
     if isinstance(value, Mapping):
         # In field order: nested tables compare in field order (docs/semantics.md).
         return ["table", [[str(k), _tagged(v, str(k))] for k, v in value.items()]]
+    if isinstance(value, TypedValue):  # xroute.values: the AMQP type is kept by its name
+        if isinstance(value, bytes):
+            payload: Any = base64.b64encode(bytes(value)).decode("ascii")
+        elif isinstance(value, float):
+            payload = float(value).hex()
+        else:
+            payload = int(value)
+        return ["typed", value.amqp_type, payload]
     raise InvalidArguments(
         f"headers binding argument {name!r}: a value of type {kind.__name__} ({value!r:.40}) "
         "cannot be carried in an AMQP table; use str, bytes, int, float, bool, None, list or dict",
@@ -84,6 +96,12 @@ def _untagged(tagged: Any) -> Any:
         return [_untagged(item) for item in rest[0]]
     if tag == "table":
         return {name: _untagged(value) for name, value in rest[0]}
+    if tag == "typed":
+        kind, payload = rest
+        cls = TYPE_CLASSES[kind]
+        if issubclass(cls, bytes):
+            return cls(base64.b64decode(payload))
+        return cls(float.fromhex(payload) if issubclass(cls, float) else payload)
     raise ValueError(f"unknown tag {tag!r}")
 
 
@@ -113,8 +131,10 @@ def decode_table(text: Any) -> dict[str, Any]:
         )
     try:
         body = json.loads(text[len(ARGUMENTS_PREFIX):])
-        return {name: _untagged(value) for name, value in body}
-    except (ValueError, TypeError, IndexError) as error:
+        # kombu's values are py-amqp's: bytes written before typed values were kept are
+        # longstr (`as_sent_by`).
+        return as_sent_by({name: _untagged(value) for name, value in body}, PY_AMQP)
+    except (ValueError, TypeError, IndexError, KeyError, XRouteError) as error:
         raise InvalidArguments(
             f"cannot decode xroute's encoded arguments {text!r:.60}: {error}", text
         ) from None
@@ -125,8 +145,9 @@ def encode_arguments(arguments: Mapping[str, Any] | None) -> str:
     (`encode_table`: kombu finds the row to remove by building it again, so equal arguments
     must give equal text). Refuses a bad ``x-match`` or a value an AMQP table cannot carry
     with `InvalidArguments`, at bind time, as RabbitMQ does."""
+    arguments = as_sent_by(dict(arguments or {}), PY_AMQP)  # kombu's values are py-amqp's
     text = encode_table(arguments)
-    criteria(dict(arguments or {}))  # validates x-match
+    criteria(arguments)  # validates x-match
     return text
 
 
@@ -185,8 +206,10 @@ class TableRouter:
         any serialisable value) still fails only where it would change the route.
         """
         topology = self.topology(exchange, table)
-        if headers and self.exchange_type != "headers":
-            headers = {name: headers[name] for name in SENDER_SELECTED if name in headers}
+        if headers:
+            if self.exchange_type != "headers":
+                headers = {name: headers[name] for name in SENDER_SELECTED if name in headers}
+            headers = as_sent_by(headers, PY_AMQP)  # as py-amqp would send them to RabbitMQ
         return topology.route(EXCHANGE, routing_key, headers)
 
     def topology(self, exchange: str, table: Sequence[tuple]) -> Topology:

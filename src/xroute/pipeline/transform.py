@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from xroute.arrow_values import header_tables
 from xroute.batch import BatchRouter, check_key
 from xroute.errors import DatasetError, InvalidHeaders, UnknownExchange, XRouteError
 from xroute.pipeline.names import (
@@ -539,16 +540,11 @@ def _headers(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
     Records with the same headers text share one parsed dict (the router reads, never
     writes, them), so each distinct text is parsed and checked once.
     """
-    if pa.types.is_map(column.type):
-        return [dict(v) if v is not None else None for v in column.to_pylist()]
-    if pa.types.is_struct(column.type):
-        # Typed headers from Parquet: an Arrow timestamp field is a datetime (an AMQP
-        # timestamp), a decimal field a Decimal of the column's scale (an AMQP decimal), a
-        # nested struct a table in field order. A null field is an absent header.
-        return [
-            None if row is None else {k: v for k, v in row.items() if v is not None}
-            for row in column.to_pylist()
-        ]
+    if pa.types.is_map(column.type) or pa.types.is_struct(column.type):
+        # Typed headers from Parquet or Spark: each field's Arrow type says its AMQP type
+        # (xroute.arrow_values: int16 a short, float32 a float, timestamp a timestamp, a
+        # decimal at the column's scale...). A null field is an absent header.
+        return header_tables(column, errors.__setitem__)
     encoded = column.dictionary_encode()
     parsed: list[Any] = []
     refused: dict[int, XRouteError] = {}

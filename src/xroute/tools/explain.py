@@ -27,8 +27,8 @@ from rich.tree import Tree
 from xroute.dead_letter import DeadLetter
 from xroute.engines.reference import pattern_matches
 from xroute.exchanges.direct import delimited_keys
-from xroute.exchanges.headers import X_MATCH, criteria
-from xroute.headers import VOID, canonical, check_headers, sender_selected_keys
+from xroute.exchanges.headers import X_MATCH, comparers, criteria
+from xroute.headers import VOID, check_headers, sender_selected_keys
 from xroute.keys import HASH, split_words
 from xroute.model import Binding, Exchange
 from xroute.patterns import WILDCARDS, captures, fresh_word, min_words
@@ -84,6 +84,9 @@ class Explanation:
     queues: frozenset[str]
     dead_letter: DeadLetter | None = None  # set when this is a dead-lettered copy's path
     cycle_dropped: list[str] = field(default_factory=list)  # queues dropped as a DL cycle
+    # Header values whose AMQP type was assumed from a plain Python value where the type
+    # changes the route (`type_notes`).
+    type_notes: list[str] = field(default_factory=list)
 
     @property
     def routed(self) -> bool:
@@ -119,6 +122,7 @@ class Explanation:
             ],
             "queues": sorted(self.queues),
             "routed": self.routed,
+            "type_notes": self.type_notes,
             **(
                 {
                     "dead_letter": {
@@ -161,7 +165,84 @@ def explain(
     visits: list[Visit] = []
     for visited, matched, via in observed:
         visits.append(_visit(topology, visited, matched, via, keys, table, visits))
-    return Explanation(exchange, routing_key, table, keys, visits, queues)
+    notes = type_notes(dict(check_headers(headers)), [v for v, _, _ in observed], topology)
+    return Explanation(exchange, routing_key, table, keys, visits, queues, type_notes=notes)
+
+
+# ------------------------------------------------------------------------- assumed types
+
+_ASSUMED = {
+    bytes: "bytes taken as binary, as pika sends them (py-amqp sends a longstr)",
+    bytearray: "bytes taken as binary, as pika sends them (py-amqp sends a longstr)",
+    int: "int taken as {kind} (pika's rule; a client may send another width)",
+    float: "float taken as double (a client may send a float32)",
+}
+_SAY_IT = "; say it with a typed value of xroute.values"
+MAX_TYPE_NOTES = 20  # binding arguments of a large headers exchange: enough to see the point
+
+
+def type_notes(headers: dict[str, Any], visited: list[Exchange], topology: Topology) -> list[str]:
+    """The header values whose AMQP type xroute assumed from a plain Python value (`PIKA`'s
+    rule) where the type changes this route: inside arrays and tables on a headers exchange
+    (``[short 1]`` is not ``[1]``) and in ``CC``/``BCC`` (only longstr elements are keys);
+    at the top, bytes read by a JMS selector (a binary crashes it) or hashed by a consistent
+    hash, and numbers hashed with their type (3.x). Typed values (`xroute.values`), and
+    values whose type no client chooses (str, bool, None...), give no note."""
+    kinds = {x.type for x in visited}
+    hashed = {
+        name: topology.profile.chx_hashes_type_tag
+        for x in visited if x.type == "x-consistent-hash" and x.kind.hash_on is not None
+        for source, name in [x.kind.hash_on] if source == "header"
+    }
+    notes = []
+    for name, value in headers.items():
+        top, tagged = repr(name), hashed.get(name, False)
+        for path, item in _plain_scalars(name, value):
+            kind = type(item)
+            if path != top:
+                matters = "headers" in kinds or name in ("CC", "BCC")
+            elif kind is bytes or kind is bytearray:
+                matters = "x-jms-topic" in kinds or tagged
+            else:
+                matters = tagged
+            if matters:
+                notes.append(f"header {path}: {_assumed(item)}{_SAY_IT}")
+    # The bindings' side: a definitions export's JSON carries no width either (an integer is
+    # read as a client declares it, a signedint; RabbitMQ's own import makes it a long).
+    for exchange in visited:
+        if exchange.type != "headers":
+            continue
+        for binding in topology.bindings(exchange.name):
+            for name in binding.arguments.keys() & headers.keys():
+                for path, item in _plain_scalars(name, binding.arguments[name]):
+                    if path != repr(name) and len(notes) < MAX_TYPE_NOTES:
+                        notes.append(
+                            f"binding of {binding.destination.kind} "
+                            f"{binding.destination.name!r} to {exchange.name!r}, argument "
+                            f"{path}: {_assumed(item)}{_SAY_IT}"
+                        )
+    return notes
+
+
+def _assumed(item: Any) -> str:
+    kind = type(item)
+    width = "signedint" if kind is int and -(2**31) <= item < 2**31 else "long"
+    return _ASSUMED[kind].format(kind=width)
+
+
+def _plain_scalars(name: str, value: Any) -> list[tuple[str, Any]]:
+    """(path, value) of every plain bytes, int or float in a header value, containers walked
+    without recursion."""
+    found, stack = [], [(repr(name), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((f"{path}[{k!r}]", v) for k, v in reversed(list(item.items())))
+        elif type(item) is list or type(item) is tuple:
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+        elif type(item) in (bytes, bytearray, int, float):
+            found.append((path, item))
+    return found
 
 
 def explain_dead_letter(
@@ -229,12 +310,13 @@ def _visit(
     used = [p for k in keys for p in delimited_keys(k)] if exchange.type == "x-delimiter" else keys
     visit = Visit(exchange.name, exchange.type, via, _parent(exchange.name, via, earlier), used)
     ordered = sorted(matched, key=lambda b: (b.destination, b.routing_key))
-    visit.matched = [Match(b, *_how(exchange.type, b, used, headers)) for b in ordered]
+    compare = comparers(topology.profile)  # as this profile compares header values
+    visit.matched = [Match(b, *_how(exchange.type, b, used, headers, compare)) for b in ordered]
     if exchange.name == DEFAULT_EXCHANGE:
         visit.default_queues = sorted({k for k in keys if k in topology.queues})
     elif not matched:
         bindings = topology.bindings(exchange.name)
-        visit.near_misses = _near_misses(bindings, exchange.type, used, headers)
+        visit.near_misses = _near_misses(bindings, exchange.type, used, headers, compare)
     visit.alternate = exchange.alternate_exchange
     if visit.alternate is not None:
         if matched or visit.default_queues:
@@ -252,7 +334,11 @@ def _visit(
 
 
 def _how(
-    exchange_type: str, binding: Binding, keys: list[str], headers: dict[str, Any]
+    exchange_type: str,
+    binding: Binding,
+    keys: list[str],
+    headers: dict[str, Any],
+    compare: tuple[Any, Any],
 ) -> tuple[list[str], list[dict[str, Any]]]:
     if exchange_type == "topic":
         how, detail = [], []
@@ -272,7 +358,7 @@ def _how(
     if exchange_type == "fanout":
         return ["fanout: every binding gets the message"], [{"fanout": True}]
     if exchange_type == "headers":
-        return _criteria_report(binding, headers)
+        return _criteria_report(binding, headers, compare)
     if exchange_type == "x-recent-history":
         return ["recent history: routes as fanout"], [{"fanout": True}]
     if exchange_type == "x-consistent-hash":
@@ -291,25 +377,27 @@ def _how(
     return [], []
 
 
-def _criterion_state(name: str, wanted: tuple, headers: dict[str, Any]) -> str:
+def _criterion_state(
+    name: str, wanted: tuple, headers: dict[str, Any], compare: tuple[Any, Any]
+) -> str:
     if name not in headers:
         return "absent"
-    if wanted == VOID or canonical(headers[name], name) == wanted:
+    if wanted == VOID or compare[0](headers[name], name, compare[1]) == wanted:
         return "hit"
     return "differs"
 
 
 def _criteria_report(
-    binding: Binding, headers: dict[str, Any]
+    binding: Binding, headers: dict[str, Any], compare: tuple[Any, Any]
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    any_mode, wanted = criteria(binding.arguments)
+    any_mode, wanted = criteria(binding.arguments, compare[0])
     mode = binding.arguments.get(X_MATCH, "all")
     if not wanted:
         text = "matches every message" if not any_mode else "matches no message"
         return [f"x-match {mode} with no criteria: {text}"], [{"x-match": mode, "criteria": []}]
     rows = []
     for name, value in wanted:
-        state = _criterion_state(name, value, headers)
+        state = _criterion_state(name, value, headers, compare)
         rows.append({"header": name, "wants": _shown(binding.arguments[name]), "state": state})
     text = ", ".join(
         f"{r['header']}{'' if r['wants'] is None else '=' + repr(r['wants'])} ({r['state']})"
@@ -328,12 +416,16 @@ def _shown(value: Any) -> Any:
 
 
 def _near_misses(
-    bindings: list[Binding], exchange_type: str, keys: list[str], headers: dict[str, Any]
+    bindings: list[Binding],
+    exchange_type: str,
+    keys: list[str],
+    headers: dict[str, Any],
+    compare: tuple[Any, Any],
 ) -> list[NearMiss]:
     found: list[NearMiss] = []
     for binding in bindings:
         if exchange_type == "headers":
-            reason = _headers_near_miss(binding, headers)
+            reason = _headers_near_miss(binding, headers, compare)
         elif exchange_type in ("topic", "direct", "x-delimiter"):
             reason = _key_near_miss(binding.routing_key, exchange_type == "topic", keys)
         else:
@@ -397,12 +489,14 @@ def _one_word_away(
     return None
 
 
-def _headers_near_miss(binding: Binding, headers: dict[str, Any]) -> str | None:
+def _headers_near_miss(
+    binding: Binding, headers: dict[str, Any], compare: tuple[Any, Any]
+) -> str | None:
     try:
-        any_mode, wanted = criteria(binding.arguments)
+        any_mode, wanted = criteria(binding.arguments, compare[0])
     except Exception:  # a binding the topology holds has valid arguments; be safe for display
         return None
-    states = [(name, _criterion_state(name, value, headers)) for name, value in wanted]
+    states = [(name, _criterion_state(name, value, headers, compare)) for name, value in wanted]
     if any_mode:
         differ = [name for name, state in states if state == "differs"]
         if differ:
@@ -469,6 +563,8 @@ def render_tree(explanation: Explanation) -> Tree:
         for queue in explanation.cycle_dropped:
             root.add(f"[yellow]cycle[/]: queue {escape(repr(queue))} dropped (it already "
                      "dead-lettered this message, with no rejection since)")
+    for note in explanation.type_notes:
+        root.add(f"[yellow]type assumed[/]: {escape(note)}")
     if explanation.queues:
         root.add("[bold green]queues[/]: " + escape(", ".join(sorted(explanation.queues))))
     else:
