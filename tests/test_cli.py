@@ -56,6 +56,24 @@ def test_bad_input_exits_2_with_one_line(defs, args, message):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_an_error_in_process_leaves_the_callers_processes_running(defs):
+    # The last CI run: a command failing inside pytest (with pyspark imported) stopped every
+    # process pytest had started, the session's Spark JVM and S3 store included, and 51 tests
+    # after it failed. Only the command line, which owns its process, stops what it started.
+    import subprocess
+
+    import pyspark  # noqa: F401  (the cleanup only runs where Spark was imported)
+
+    caller_started = subprocess.Popen(["sleep", "60"])
+    try:
+        result = run("route", "-d", defs, "-e", "nope", "-k", "a")
+        assert result.exit_code == EXIT_BAD_INPUT
+        assert caller_started.poll() is None, "the command stopped its caller's process"
+    finally:
+        caller_started.kill()
+        caller_started.wait()
+
+
 def test_route_needs_a_key_and_routes_the_empty_one_when_asked(defs):
     missing = run("route", "-d", defs, "-e", "logs")
     assert missing.exit_code == EXIT_BAD_INPUT and "'-k'" in missing.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import warnings
@@ -10,6 +11,7 @@ from typing import Any
 
 import click
 
+from xroute.cli.processes import descendants, stop_descendants
 from xroute.errors import SparkConnectUnavailable, XRouteError
 from xroute.extras import missing
 
@@ -25,7 +27,12 @@ class XRouteGroup(click.Group):
     """Turns every `XRouteError` into a one-line message and exit code 2, Ctrl-C into one line
     and exit code 130, and xroute's own warnings into one line each."""
 
+    owns_process = False  # set by `main`: the command line, not a caller's process
+
     def invoke(self, ctx: click.Context) -> Any:
+        # What ran before the command (a test session's JVM, a caller's servers) is not ours
+        # to stop when it fails.
+        before = set(descendants()) if self.owns_process else set()
         # py4j logs each call an interrupt or a lost JVM cuts short, with its traceback; the
         # command says what happened in its one line instead.
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
@@ -38,7 +45,7 @@ class XRouteGroup(click.Group):
                     from xroute.spark.session import abandon_lost_server
 
                     abandon_lost_server()
-                _stop_started()
+                self._stop_started(before)
                 click.echo(f"xroute: error: {error}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             except ModuleNotFoundError as error:
@@ -52,18 +59,34 @@ class XRouteGroup(click.Group):
                 # A second Ctrl-C while the processes stop must not print a traceback.
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 sys.unraisablehook = lambda unraisable: None  # py4j's finalizers, at exit
-                _stop_started()
+                self._stop_started(before)
                 click.echo("xroute: stopped (Ctrl-C)", err=True)
                 sys.exit(EXIT_INTERRUPTED)
 
+    def _stop_started(self, before: set[int]) -> None:
+        """Stop the processes this command started (Spark's JVM, its workers, a local Connect
+        server), if it owns its process and Spark was imported: none is left running when the
+        command ends early. Called in-process (a test, a notebook), it stops nothing."""
+        if self.owns_process and "pyspark" in sys.modules:
+            stop_descendants(keep=before)
 
-def _stop_started() -> None:
-    """Stop the processes this command started (Spark's JVM, its workers, a local Connect
-    server), if Spark was imported: none is left running when the command ends early."""
-    if "pyspark" in sys.modules:
-        from xroute.cli.processes import stop_descendants
 
-        stop_descendants()
+class _NotFromPy4J(logging.Filter):
+    """Drops what py4j logs through the root logger (`logging.exception` on each call that
+    an interrupt cuts short, with a traceback); the command says what happened in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def _log_like_python_without_py4j() -> None:
+    """Give the root logger the handler Python would use anyway (warnings and worse, the bare
+    message, to stderr), minus py4j's records: with a handler in place, py4j's
+    `logging.exception` no longer configures one of its own."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.addFilter(_NotFromPy4J())
+    logging.getLogger().addHandler(handler)
 
 
 def quiet_interrupts() -> None:
@@ -99,7 +122,11 @@ def cli() -> None:
 
 
 def main() -> None:
-    """The console entry point."""
+    """The console entry point: the command owns this process, so it stops what it started
+    when it ends early, and keeps py4j's tracebacks out of its output."""
+    if not cli.owns_process:
+        cli.owns_process = True
+        _log_like_python_without_py4j()
     cli(prog_name="xroute")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 STOP_GRACE_S = 3.0  # SIGTERM first: a JVM's shutdown hooks get this long before SIGKILL
@@ -34,11 +35,14 @@ def descendants(pid: int | None = None) -> list[int]:
     return found
 
 
-def stop_descendants(grace: float = STOP_GRACE_S) -> list[int]:
-    """Stop every process this one started (SIGTERM, then SIGKILL after ``grace`` seconds
-    for those still there); the pids that were found. For the command line, which owns its
-    process: a library call leaves its caller's processes be."""
-    started = descendants()
+def stop_descendants(grace: float = STOP_GRACE_S, keep: Collection[int] = ()) -> list[int]:
+    """Stop every process this one started, but those in ``keep`` and theirs (SIGTERM, then
+    SIGKILL after ``grace`` seconds for those still there); the pids that were found. For the
+    command line, which owns its process: a library call leaves its caller's processes be."""
+    spared = set(keep)
+    for pid in keep:
+        spared.update(descendants(pid))
+    started = [pid for pid in descendants() if pid not in spared]
     for pid in started:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
