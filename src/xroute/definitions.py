@@ -7,12 +7,12 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from xroute.errors import DefinitionsError, XRouteError, short_repr
+from xroute.errors import DefinitionsError, short_repr
 from xroute.management import fetch_definitions, is_management_url
+from xroute.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE
 from xroute.storage import is_uri, locate
-from xroute.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 _SECTIONS = ("queues", "exchanges", "bindings", "policies")
 # What RabbitMQ's exports hold (rabbit_definitions, the management API's /api/definitions): the
@@ -29,7 +29,7 @@ def with_profile(
     source: str | Path | Mapping[str, Any], rabbitmq: str | None
 ) -> str | Path | Mapping[str, Any]:
     """``source`` as it is without a profile; else the parsed export carrying ``rabbitmq``
-    (`PROFILE_KEY`), which `load_definitions` honours when it is given none itself."""
+    (`PROFILE_KEY`), which `Topology.from_definitions` honours when it is given none itself."""
     if rabbitmq is None:
         return source
     from xroute.profiles import profile
@@ -207,121 +207,101 @@ def _policy_alternates(policies: list[dict[str, Any]], exchange_names: list[str]
     return {name: alt for name, (_, alt) in chosen.items() if isinstance(alt, str)}
 
 
-def load_definitions(
+class QueueRecord(NamedTuple):
+    """A queue of an export, its fields checked."""
+
+    name: str
+    durable: bool
+    auto_delete: bool
+    arguments: dict[str, Any]
+
+
+class ExchangeRecord(NamedTuple):
+    """An exchange of an export, its fields checked; ``policy_alternate`` is the alternate a
+    policy gives it (arguments set by the client take precedence, as in RabbitMQ)."""
+
+    name: str
+    type: str
+    durable: bool
+    auto_delete: bool
+    internal: bool
+    arguments: dict[str, Any]
+    policy_alternate: str | None
+
+
+class BindingRecord(NamedTuple):
+    """A binding of an export, its fields checked."""
+
+    source: str
+    destination: str
+    destination_type: str
+    routing_key: str
+    arguments: dict[str, Any]
+
+
+class ExportRecords(NamedTuple):
+    """One virtual host of a definitions export as plain records, in the export's order, which
+    stands for their creation order where a type depends on it (``x-consistent-hash``).
+    `Topology.from_definitions` builds a topology from them; this module knows no Topology."""
+
+    queues: list[QueueRecord]
+    exchanges: list[ExchangeRecord]
+    bindings: list[BindingRecord]
+    policies: list[dict[str, Any]]
+    rabbitmq: str | None  # the version profile the export carries (`with_profile`), if any
+
+
+def parse_definitions(
     source: str | Path | Mapping[str, Any],
     vhost: str | None = None,
-    engine: str = "trie",
     *,
     password: str | None = None,
-    rabbitmq: str | None = None,
-) -> Topology:
-    """A `Topology` from a definitions export (anything `read_definitions` reads); errors name
-    the entry that is wrong.
-
-    An exchange of a type xroute does not know is kept (`lint` names it); only messages that
-    reach it fail. Bindings are added in the export's order, which stands for their creation
-    order where a type depends on it (``x-consistent-hash``): RabbitMQ lists them sorted, not
-    in the order they were made. ``rabbitmq`` is a version profile (`xroute.profiles`).
-    """
+) -> ExportRecords:
+    """The records of one virtual host of a definitions export (anything `read_definitions`
+    reads); errors name the entry that is wrong. The default exchange's own entry is left out."""
     defs = read_definitions(source, vhost, password=password)
-    if rabbitmq is None:
-        rabbitmq = defs.get(PROFILE_KEY)
     chosen = pick_vhost(defs, vhost)
 
     def of_vhost(section: str) -> list[dict[str, Any]]:
         return [e for e in section_entries(defs, section) if e.get("vhost", chosen) == chosen]
 
-    topology = Topology(engine=engine, rabbitmq=rabbitmq)
     exchanges = of_vhost("exchanges")
     policies = of_vhost("policies")
     alternates = _policy_alternates(
         policies, [_field(e, "name", str, "exchanges") for e in exchanges]
     )
-    try:
-        for queue in of_vhost("queues"):
-            topology.declare_queue(
-                _field(queue, "name", str, "queues"),
-                durable=_field(queue, "durable", bool, "queues", True),
-                auto_delete=_field(queue, "auto_delete", bool, "queues", False),
-                arguments=_field(queue, "arguments", dict, "queues", {}),
-            )
-        for exchange in exchanges:
-            name = exchange["name"]
-            if name == DEFAULT_EXCHANGE:
-                continue
-            arguments = _field(exchange, "arguments", dict, "exchanges", {})
-            topology.declare_exchange(
-                name,
-                _field(exchange, "type", str, "exchanges"),
-                durable=_field(exchange, "durable", bool, "exchanges", True),
-                auto_delete=_field(exchange, "auto_delete", bool, "exchanges", False),
-                internal=_field(exchange, "internal", bool, "exchanges", False),
-                arguments=arguments,
-                allow_unknown_type=True,
-            )
+    queues = [
+        QueueRecord(
+            _field(queue, "name", str, "queues"),
+            _field(queue, "durable", bool, "queues", True),
+            _field(queue, "auto_delete", bool, "queues", False),
+            _field(queue, "arguments", dict, "queues", {}),
+        )
+        for queue in of_vhost("queues")
+    ]
+    exchange_records = [
+        ExchangeRecord(
+            exchange["name"],
+            _field(exchange, "type", str, "exchanges"),
+            _field(exchange, "durable", bool, "exchanges", True),
+            _field(exchange, "auto_delete", bool, "exchanges", False),
+            _field(exchange, "internal", bool, "exchanges", False),
+            _field(exchange, "arguments", dict, "exchanges", {}),
             # An alternate "" (the default exchange) is never used, as in RabbitMQ.
-            if ALTERNATE_EXCHANGE not in arguments and alternates.get(name):
-                topology.exchanges[name].alternate_exchange = alternates[name]
-        for binding in of_vhost("bindings"):
-            source = _field(binding, "source", str, "bindings")
-            destination = _field(binding, "destination", str, "bindings")
-            key = _field(binding, "routing_key", str, "bindings", "")
-            kind = _field(binding, "destination_type", str, "bindings", "queue")
-            try:
-                topology.bind(source, destination, key,
-                              _field(binding, "arguments", dict, "bindings", {}),
-                              destination_type=kind)
-            except DefinitionsError:
-                raise
-            except XRouteError as error:
-                # RabbitMQ's import fails on such a binding too; say which one it is.
-                error.args = (f"binding of {kind} {destination!r} to exchange {source!r} "
-                              f"(key {key!r}): {error}",)
-                raise
-    except DefinitionsError:
-        raise
-    except XRouteError as error:
-        # Keep the specific error type; say that it came from the definitions.
-        error.args = (f"definitions: {error}",)
-        raise
-    topology.policies = policies
-    return topology
-
-
-def dump_definitions(topology: Topology) -> dict[str, Any]:
-    """A definitions export of one virtual host (no ``vhost`` fields, as ``/api/definitions/vh``)."""
-    builtin = {DEFAULT_EXCHANGE, *STANDARD_EXCHANGES}
-    return {
-        "queues": [
-            {
-                "name": q.name,
-                "durable": q.durable,
-                "auto_delete": q.auto_delete,
-                "arguments": dict(q.arguments),
-            }
-            for q in topology.queues.values()
-        ],
-        "exchanges": [
-            {
-                "name": x.name,
-                "type": x.type,
-                "durable": x.durable,
-                "auto_delete": x.auto_delete,
-                "internal": x.internal,
-                "arguments": dict(x.arguments),
-            }
-            for x in topology.exchanges.values()
-            if x.name not in builtin
-        ],
-        "bindings": [
-            {
-                "source": b.source,
-                "destination": b.destination.name,
-                "destination_type": b.destination.kind,
-                "routing_key": b.routing_key,
-                "arguments": dict(b.arguments),
-            }
-            for b in topology.bindings()
-        ],
-        "policies": [dict(p) for p in topology.policies],
-    }
+            alternates.get(exchange["name"]) or None,
+        )
+        for exchange in exchanges
+        if exchange["name"] != DEFAULT_EXCHANGE
+    ]
+    bindings = [
+        BindingRecord(
+            _field(binding, "source", str, "bindings"),
+            _field(binding, "destination", str, "bindings"),
+            _field(binding, "destination_type", str, "bindings", "queue"),
+            _field(binding, "routing_key", str, "bindings", ""),
+            _field(binding, "arguments", dict, "bindings", {}),
+        )
+        for binding in of_vhost("bindings")
+    ]
+    profile_name = defs.get(PROFILE_KEY)
+    return ExportRecords(queues, exchange_records, bindings, policies, profile_name)

@@ -7,6 +7,9 @@ from typing import Any, Literal, NamedTuple
 
 DestinationType = Literal["queue", "exchange"]
 
+DEFAULT_EXCHANGE = ""  # the default (nameless) exchange every virtual host has
+ALTERNATE_EXCHANGE = "alternate-exchange"  # the argument (and policy key) naming an alternate
+
 
 class Destination(NamedTuple):
     """Where a binding leads: a queue or an exchange (they may share a name)."""

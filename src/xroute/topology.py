@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xroute.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
 from xroute.destinations import MatchedDestinations
@@ -16,6 +16,7 @@ from xroute.engines.frozen_sets import STALE
 from xroute.errors import (
     AccessRefused,
     BindingNotFound,
+    DefinitionsError,
     InequivalentArgument,
     InvalidArguments,
     InvalidArgumentType,
@@ -23,6 +24,7 @@ from xroute.errors import (
     SelectorError,
     UnknownExchange,
     UnknownQueue,
+    XRouteError,
     short_repr,
 )
 from xroute.exchanges import (
@@ -36,12 +38,22 @@ from xroute.exchanges.recent_history import RecordedMessage, Replay
 from xroute.headers import check_headers, frozen_arguments, sender_selected_keys
 from xroute.keys import ALWAYS_SHORT, check_pattern, check_routing_key
 from xroute.literal_routes import EMPTY_NAMES
-from xroute.model import Binding, Destination, DestinationType, Exchange, MessageHeaders, Queue
+from xroute.model import (
+    ALTERNATE_EXCHANGE,
+    DEFAULT_EXCHANGE,
+    Binding,
+    Destination,
+    DestinationType,
+    Exchange,
+    MessageHeaders,
+    Queue,
+)
 from xroute.profiles import Profile, profile
 from xroute.route_cache import TopologyRouteCache
 
-DEFAULT_EXCHANGE = ""
-ALTERNATE_EXCHANGE = "alternate-exchange"
+if TYPE_CHECKING:
+    from xroute.definitions import ExportRecords
+
 # The names of direct reply-to queues (rabbit_volatile_queue's prefix).
 REPLY_TO_PREFIX = "amq.rabbitmq.reply-to."
 # The exchanges every RabbitMQ virtual host has from the start.
@@ -835,18 +847,78 @@ class Topology:
     ) -> Topology:
         """Load a RabbitMQ definitions export: a path, JSON text, a parsed dict, or a live
         broker's management API URL ``http(s)://user@host:15672`` (``password`` defaults to
-        ``RABBITMQ_PASSWORD``; see `xroute.management`)."""
-        from xroute.definitions import load_definitions
+        ``RABBITMQ_PASSWORD``; see `xroute.management`); errors name the entry that is wrong.
 
-        return load_definitions(
-            source, vhost=vhost, engine=engine, password=password, rabbitmq=rabbitmq
-        )
+        An exchange of a type xroute does not know is kept (`lint` names it); only messages
+        that reach it fail. Bindings are added in the export's order, which stands for their
+        creation order where a type depends on it (``x-consistent-hash``): RabbitMQ lists them
+        sorted, not in the order they were made. ``rabbitmq`` is a version profile
+        (`xroute.profiles`); by default the one the export carries, if any."""
+        from xroute.definitions import parse_definitions  # reading files is not the core's
+
+        records = parse_definitions(source, vhost, password=password)
+        topology = cls(engine=engine, rabbitmq=rabbitmq or records.rabbitmq)
+        try:
+            topology._declare_records(records)
+        except DefinitionsError:
+            raise
+        except XRouteError as error:
+            # Keep the specific error type; say that it came from the definitions.
+            error.args = (f"definitions: {error}",)
+            raise
+        topology.policies = records.policies
+        return topology
+
+    def _declare_records(self, records: ExportRecords) -> None:
+        for queue in records.queues:
+            self.declare_queue(queue.name, durable=queue.durable, auto_delete=queue.auto_delete,
+                               arguments=queue.arguments)
+        for exchange in records.exchanges:
+            self.declare_exchange(
+                exchange.name, exchange.type, durable=exchange.durable,
+                auto_delete=exchange.auto_delete, internal=exchange.internal,
+                arguments=exchange.arguments, allow_unknown_type=True,
+            )
+            if ALTERNATE_EXCHANGE not in exchange.arguments and exchange.policy_alternate:
+                self._exchanges[exchange.name].alternate_exchange = exchange.policy_alternate
+        for binding in records.bindings:
+            try:
+                self.bind(binding.source, binding.destination, binding.routing_key,
+                          binding.arguments, destination_type=binding.destination_type)
+            except DefinitionsError:
+                raise
+            except XRouteError as error:
+                # RabbitMQ's import fails on such a binding too; say which one it is.
+                error.args = (f"binding of {binding.destination_type} {binding.destination!r} "
+                              f"to exchange {binding.source!r} (key {binding.routing_key!r}): "
+                              f"{error}",)
+                raise
 
     def to_definitions(self) -> dict[str, Any]:
-        """This topology as a RabbitMQ definitions export (one virtual host)."""
-        from xroute.definitions import dump_definitions
-
-        return dump_definitions(self)
+        """This topology as a RabbitMQ definitions export of one virtual host (no ``vhost``
+        fields, as ``/api/definitions/VHOST`` gives)."""
+        builtin = {DEFAULT_EXCHANGE, *STANDARD_EXCHANGES}
+        return {
+            "queues": [
+                {"name": q.name, "durable": q.durable, "auto_delete": q.auto_delete,
+                 "arguments": dict(q.arguments)}
+                for q in self._queues.values()
+            ],
+            "exchanges": [
+                {"name": x.name, "type": x.type, "durable": x.durable,
+                 "auto_delete": x.auto_delete, "internal": x.internal,
+                 "arguments": dict(x.arguments)}
+                for x in self._exchanges.values()
+                if x.name not in builtin
+            ],
+            "bindings": [
+                {"source": b.source, "destination": b.destination.name,
+                 "destination_type": b.destination.kind, "routing_key": b.routing_key,
+                 "arguments": dict(b.arguments)}
+                for b in self.bindings()
+            ],
+            "policies": [dict(p) for p in self.policies],
+        }
 
     def __repr__(self) -> str:
         return (

@@ -25,8 +25,8 @@ import pytest
 
 from tests.conformance.broker import Mirror
 from tests.conformance.management import api
+from xroute import Topology
 from xroute.bench.rabbitmq import connect, private_node
-from xroute.definitions import load_definitions
 from xroute.management import fetch_definitions
 from xroute.traces.capture import Capture
 from xroute.traces.history import TopologyEvent, TopologyHistory
@@ -155,7 +155,7 @@ def test_the_end_export_with_the_events_agrees_on_every_message(traced):
 
 
 def test_without_events_exactly_the_moved_messages_disagree(traced):
-    end = load_definitions(traced["export"])
+    end = Topology.from_definitions(traced["export"])
     verdicts = _verdicts(read_traces(traced["capture"]), end)
     for message_id, before in traced["expected"].items():
         row = verdicts[message_id]
@@ -171,7 +171,7 @@ def test_a_binding_left_out_of_the_export_is_named_by_every_disagreement(traced)
     export = json.loads(json.dumps(traced["export"]))
     # A binding that the end topology has and that messages of the last phase used.
     last = [m for m in traced["expected"] if m.startswith("m2-")]
-    end = load_definitions(export)
+    end = Topology.from_definitions(export)
     table = read_traces(traced["capture"])
     rows = {r["message_id"]: r for r in table.to_pylist() if r["record_type"] == "publish"}
     used = Counter()
@@ -200,7 +200,7 @@ def test_the_tracing_plugin_logs_verify_as_the_capture_does(traced, fmt):
     assert table.num_rows == len(traced["expected"])
     by_time = _verdicts(table, TopologyHistory(traced["export"], events, order="time"))
     assert Counter(v["status"] for v in by_time.values()) == {AGREE: len(traced["expected"])}
-    end = load_definitions(traced["export"])
+    end = Topology.from_definitions(traced["export"])
     # The JSON log lost the headers' types: where the capture disagrees, it says inexact.
     moved = {DISAGREE: INEXACT} if fmt == "json" else {}
     assert {m: (v["status"], v["missing"], v["extra"]) for m, v in _verdicts(table, end).items()} == {
@@ -234,7 +234,7 @@ def test_xroute_verify_on_spark_publishes_and_exits_by_agreement(traced, tmp_pat
     log = str(traced["logs"] / "xtext.log")
     static = verify(log, tmp_path / "static")
     expected = Counter(
-        v["status"] for v in verify_batch(read_traces(log), load_definitions(traced["export"])).to_pylist()
+        v["status"] for v in verify_batch(read_traces(log), Topology.from_definitions(traced["export"])).to_pylist()
     )
     report = json.loads((tmp_path / "static" / "verify.json").read_text())
     assert expected[DISAGREE] > 0 and static.returncode == 1, static.stdout + static.stderr

@@ -26,8 +26,9 @@ from tests.conformance.management import api
 from tests.conformance.plugins import BROKER_PROFILE
 from tests.wire_cases import VALUES
 from tests.wire_replay import WireClient, encode_properties, encode_table
+from xroute import Topology
 from xroute.bench.rabbitmq import PLUGINS, private_node
-from xroute.definitions import load_definitions, with_profile
+from xroute.definitions import with_profile
 from xroute.management import fetch_definitions
 from xroute.traces.capture import Capture
 from xroute.traces.history import TopologyEvent, TopologyHistory
@@ -184,7 +185,7 @@ def _verdicts(table, against) -> dict[str, dict]:
 
 def test_the_text_log_is_flagged_exactly_where_republishing_differs(traced):
     table = read_traces(str(traced["logs"] / "xtext.log"), "rabbitmq-tracing")
-    verdicts = _verdicts(table, load_definitions(traced["export"]))
+    verdicts = _verdicts(table, Topology.from_definitions(traced["export"]))
     flagged = {m for m, v in verdicts.items() if v["status"] != AGREE}
     assert flagged == _moved(traced), {m: verdicts[m] for m in flagged ^ _moved(traced)}
     assert {verdicts[m]["status"] for m in flagged} <= {DISAGREE}
@@ -203,7 +204,7 @@ def test_with_the_events_the_text_log_agrees_on_every_message(traced):
 
 def test_the_json_log_flags_no_message_it_cannot_judge(traced):
     table = read_traces(str(traced["logs"] / "xjson.log"), "rabbitmq-tracing")
-    verdicts = _verdicts(table, load_definitions(traced["export"]))
+    verdicts = _verdicts(table, Topology.from_definitions(traced["export"]))
     disagree = {m for m, v in verdicts.items() if v["status"] == DISAGREE}
     inexact = {m for m, v in verdicts.items() if v["status"] == INEXACT}
     assert disagree <= _moved(traced)  # no false alarm

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from xroute.definitions import load_definitions, pick_vhost, read_definitions, section_entries
+from xroute.definitions import pick_vhost, read_definitions, section_entries
 from xroute.errors import InvalidArguments, InvalidLintInput, XRouteError
 from xroute.exchanges import UnsupportedExchange
 from xroute.exchanges.headers import X_MATCH, match_mode
@@ -67,7 +67,7 @@ def lint_definitions(
     defs = read_definitions(source, vhost)
     chosen = pick_vhost(defs, vhost)
     raw = [e for e in section_entries(defs, "bindings") if e.get("vhost", chosen) == chosen]
-    topology = load_definitions(
+    topology = Topology.from_definitions(
         {**defs, "bindings": []}, vhost=chosen, engine=engine, rabbitmq=rabbitmq
     )
     findings = list(_bind_all(topology, raw))

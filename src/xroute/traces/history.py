@@ -142,10 +142,8 @@ class TopologyHistory:
         return list(self._cursor.skipped) if self._cursor else []
 
     def _fresh_base(self) -> Topology:
-        from xroute.definitions import load_definitions
-
         kwargs = {"engine": self.engine} if self.engine else {}
-        return load_definitions(self.base, **kwargs)
+        return Topology.from_definitions(self.base, **kwargs)
 
     def _apply(self, cursor: _Cursor, event: TopologyEvent, forward: bool) -> None:
         topology, f = cursor.topology, event.fields
