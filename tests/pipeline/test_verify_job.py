@@ -30,14 +30,17 @@ def test_verify_on_spark_gives_the_library_s_verdicts(spark, tmp_path):
     result = run_verify(spark, VerifyOptions(definitions=defs, traces=str(traces), out=str(out)))
     library = verify_batch(read_traces(str(traces)), sample_topology()).to_pylist()
     assert result.published == len(library) == 8
-    assert dict(result.statuses) == {"agree": 6, "disagree": 2}  # the 3.x float quirk, twice
+    # The 3.x float quirk, in both logs: the text log keeps the header's type, so its copy
+    # disagrees; the JSON log lost it, so its copy is one verify cannot judge (issue 34).
+    assert dict(result.statuses) == {"agree": 6, "disagree": 1, "inexact": 1}
     assert result.records["deliver"] == 2 and not result.agrees
     written = pq.read_table(out / "messages").to_pylist()
     assert sorted((r["message_id"], r["status"]) for r in written) == sorted(
         (r["message_id"], r["status"]) for r in library
     )
     report = json.loads((out / "verify.json").read_text())
-    assert report["per_queue"] == [{"queue": "s.q2", "missing": 2, "extra": 0}]
+    # Only the disagreeing copy counts against its queue: an inexact verdict accuses nothing.
+    assert report["per_queue"] == [{"queue": "s.q2", "missing": 1, "extra": 0}]
     assert report["samples"][0]["path"]["visits"][0]["exchange"] == "s.hdr"
     assert json.loads((out / "_SUCCESS").read_text())["counts"]["published"] == 8
 
@@ -85,9 +88,9 @@ def test_verify_reads_and_publishes_on_an_object_store(spark, s3_store):
     result = run_verify(spark, VerifyOptions(
         definitions=sample_topology().to_definitions(), traces=f"{bucket}/logs/", out=out,
     ))
-    assert dict(result.statuses) == {"agree": 6, "disagree": 2}
+    assert dict(result.statuses) == {"agree": 6, "disagree": 1, "inexact": 1}
     with filesystem.open_input_stream(f"{root}/out/verify.json") as source:
         assert json.loads(source.read())["counts"]["published"] == 8
     with filesystem.open_input_stream(f"{root}/out/_SUCCESS") as source:
-        assert json.loads(source.read())["counts"]["disagree"] == 2
+        assert json.loads(source.read())["counts"]["disagree"] == 1
     assert pq.read_table(f"{root}/out/messages", filesystem=filesystem).num_rows == 8

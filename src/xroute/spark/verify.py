@@ -171,9 +171,10 @@ def _task(against: Any, folder: str, format: str | None, samples: int) -> Any:
                     verdicts = verify_batch(table, verifier)
                     for row in verdicts.to_pylist():
                         counts["status"][row["status"]] += 1
-                        counts["missing"].update(row["missing"])
-                        counts["extra"].update(row["extra"])
-                        counts["suspect"].update(row["suspects"])
+                        if row["status"] == DISAGREE:  # an inexact verdict accuses no queue
+                            counts["missing"].update(row["missing"])
+                            counts["extra"].update(row["extra"])
+                            counts["suspect"].update(row["suspects"])
                         if row["status"] != AGREE and len(found) < samples:
                             found.append(row)
                     for part in verdicts.to_batches():
