@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xroute.cli import cli
+from xroute.cli.app import cli
 
 
 @cli.group()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from xroute.cli import cli
+from xroute.cli.app import cli
 from xroute.cli.options import resolve_definitions, vhost_option
 from xroute.errors import ManagementURLError
 from xroute.management import is_management_url

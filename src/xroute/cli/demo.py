@@ -7,7 +7,7 @@ from importlib.resources import files
 from rich.table import Table
 
 from xroute._show import console as user_console
-from xroute.cli import cli
+from xroute.cli.app import cli
 from xroute.topology import Topology
 
 EXCHANGE = "home"

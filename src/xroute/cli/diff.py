@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from xroute._show import console as user_console
-from xroute.cli import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
+from xroute.cli.app import EXIT_DIFF_CHANGED, EXIT_OK, cli, quiet_interrupts
 from xroute.cli.options import (
     check_session_options,
     column_options,

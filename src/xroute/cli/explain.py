@@ -8,7 +8,7 @@ import sys
 import click
 
 from xroute._show import console as user_console
-from xroute.cli import EXIT_OK, EXIT_UNROUTABLE, cli
+from xroute.cli.app import EXIT_OK, EXIT_UNROUTABLE, cli
 from xroute.cli.options import headers_from, load_topology, message_options
 from xroute.tools.explain import explain as explain_route
 from xroute.tools.explain import render_tree

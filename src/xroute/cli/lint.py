@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from xroute._show import console as user_console
-from xroute.cli import EXIT_LINT_FINDINGS, EXIT_OK, cli
+from xroute.cli.app import EXIT_LINT_FINDINGS, EXIT_OK, cli
 from xroute.cli.options import (
     definitions_option,
     json_option,

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 import click
 
 from xroute._show import console as user_console
-from xroute.cli import cli, quiet_interrupts
+from xroute.cli.app import cli, quiet_interrupts
 from xroute.cli.options import (
     check_session_options,
     column_options,

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from xroute.cli import EXIT_OK, EXIT_UNROUTABLE, cli
+from xroute.cli.app import EXIT_OK, EXIT_UNROUTABLE, cli
 from xroute.cli.options import headers_from, load_topology, message_options
 
 

@@ -8,7 +8,7 @@ import signal
 
 import click
 
-from xroute.cli import cli
+from xroute.cli.app import cli
 from xroute.cli.options import DEFINITIONS_HELP, load_topology, rabbitmq_option
 from xroute.errors import XRouteError
 

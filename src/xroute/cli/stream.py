@@ -7,7 +7,7 @@ import re
 import click
 
 from xroute._show import console as user_console
-from xroute.cli import cli
+from xroute.cli.app import cli
 from xroute.cli.options import (
     check_session_options,
     column_options,

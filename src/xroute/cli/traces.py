@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from xroute.cli import EXIT_OK, cli, quiet_interrupts
+from xroute.cli.app import EXIT_OK, cli, quiet_interrupts
 from xroute.cli.options import definitions_option, resolve_definitions, vhost_option
 from xroute.extras import require
 

@@ -6,7 +6,7 @@
 Spark's own options (master, memory, ...) come from spark-submit; the rest is ``xroute``'s.
 """
 
-from xroute.cli import main
+from xroute.cli.app import main
 
 if __name__ == "__main__":
     main()
