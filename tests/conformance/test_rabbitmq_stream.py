@@ -192,3 +192,15 @@ def test_a_missing_stream_is_a_typed_error_on_the_driver(node, registered):
 
     with pytest.raises(StreamNotFound):
         client.tails(parse_stream_uri(node.uri("no-such-stream")), ["no-such-stream"])
+
+
+def test_spark_connect_reads_a_stream_too(node, spark_connect):
+    """register() on a Spark Connect session: the same rows, read by the server's workers."""
+    from xroute.spark import register
+
+    stream = _name("connect")
+    declare_stream(node.amqp_url, stream)
+    publish_stream(node.stream_port, stream, [b"c-%d" % n for n in range(25)])
+    register(spark_connect)
+    rows = _rows(spark_connect.read.format("rabbitmq-stream").load(node.uri(stream)))
+    assert [(r["offset"], r["payload"]) for r in rows] == [(n, b"c-%d" % n) for n in range(25)]
