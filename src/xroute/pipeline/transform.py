@@ -573,11 +573,16 @@ def _field_tables(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]
     refused: dict[int, XRouteError] = {}
     for code, data in enumerate(encoded.dictionary.to_pylist()):
         try:
+            if data[:1] in (b"{", b" ", b"\n", b"\t", b"\r"):
+                # JSON stored as bytes, as before binary meant a field table (a table starts
+                # with its 4-byte length: a first byte of "{" would be over 2 GB).
+                parsed.append(json.loads(data))
+                continue
             parsed.append(decode_table(data)[0])
-        except XRouteError as error:
+        except (XRouteError, ValueError) as error:
             parsed.append(None)
             refused[code] = InvalidHeaders(
-                f"headers are not an AMQP field table ({error})", HEADERS, data[:40]
+                f"headers are not an AMQP field table nor JSON ({error})", HEADERS, data[:40]
             )
     codes = encoded.indices.to_pylist()
     if refused:
