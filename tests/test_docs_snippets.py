@@ -19,6 +19,8 @@ NOT_RUN = {
         "a fragment of the block before it",
     ("pipeline.md", "from pyspark.sql import functions as F"):
         "needs Spark and a DataFrame (tests/pipeline/test_spark_route.py)",
+    ("pipeline.md", "from pyspark.sql import SparkSession"):
+        "needs Spark Connect and a RabbitMQ stream (tests/conformance/test_rabbitmq_stream.py)",
 }
 BLOCKS = [
     (page.name, block)

@@ -411,3 +411,38 @@ _show = short_repr
 
 class TraceFormatError(XRouteError, ValueError):
     """A trace record (firehose capture, tracing plugin log, event) that cannot be read."""
+
+
+class StreamError(XRouteError, RuntimeError):
+    """A RabbitMQ stream (``rabbitmq-stream://``) that cannot be read: the node does not
+    answer, refuses the credentials, or the read went wrong; the message says which stream."""
+
+    def __init__(self, message: str, stream: str | None = None) -> None:
+        super().__init__(message)
+        self.stream = stream
+
+
+class StreamURIError(StreamError, ValueError):
+    """A ``rabbitmq-stream://`` URI or a stream source option that cannot be used."""
+
+
+class StreamNotFound(StreamError, LookupError):
+    """The stream named does not exist on the node (or is not a stream)."""
+
+
+class StreamTruncated(StreamError):
+    """Messages a read needed are gone: retention removed the offsets before ``first``.
+
+    ``wanted`` is the first offset the read asked for, ``first`` the first one the stream still
+    holds. Nothing was skipped silently: restart from ``first`` on purpose (option
+    ``failOnDataLoss=false`` does so and counts the skipped offsets)."""
+
+    def __init__(self, stream: str, wanted: int, first: int) -> None:
+        super().__init__(
+            f"stream {stream!r} no longer holds offsets {wanted}..{first - 1}: retention "
+            f"removed them before they were read (its first offset is now {first}); set "
+            "failOnDataLoss=false to go on from there, or start a new checkpoint",
+            stream,
+        )
+        self.wanted = wanted
+        self.first = first

@@ -17,6 +17,7 @@ EXTRAS = {
     "redis": "kombu",
     "amqp": "traces",
     "pamqp": "amqp",
+    "rstream": "stream",
 }
 
 

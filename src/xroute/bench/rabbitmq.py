@@ -125,26 +125,31 @@ def private_broker() -> Iterator[str]:
 
 @contextlib.contextmanager
 def private_node(
-    management: bool = False, plugins: tuple[str, ...] = (), advanced_config: str | None = None
+    management: bool = False,
+    plugins: tuple[str, ...] = (),
+    advanced_config: str | None = None,
+    config: str = "",
 ) -> Iterator[PrivateNode]:
     """Start a RabbitMQ node of our own on 127.0.0.1 and stop it afterwards; with
     ``management``, the rabbitmq_management plugin is enabled in the node's own config folder
     (``rabbitmq-plugins --offline``) and its HTTP API listens on a free loopback port; the
     ``plugins`` named are enabled the same way (the machine's own plugins file is untouched).
     ``advanced_config`` is Erlang terms for the node's advanced.config (settings a plugin takes
-    there whatever the broker's version, e.g. ``[{rabbitmq_tracing, [{directory, "..."}]}].``)."""
+    there whatever the broker's version, e.g. ``[{rabbitmq_tracing, [{directory, "..."}]}].``).
+    ``config`` is more rabbitmq.conf lines (e.g. the stream plugin's listener)."""
     server = _server_binary()
     port = _free_port() if _port_taken(5672) or plugins else 5672
     http_port = _free_port() if management else None
     workdir = Path(tempfile.mkdtemp(prefix="xroute-rabbitmq-"))
     node = f"xroute-{os.getpid()}-{workdir.name[-8:]}@localhost"
+    extra = config
     config = (
         f"listeners.tcp.1 = 127.0.0.1:{port}\nloopback_users = none\n"
         "log.console = false\nlog.file.level = warning\n"
     )
     if management:
         config += f"management.tcp.port = {http_port}\nmanagement.tcp.ip = 127.0.0.1\n"
-    (workdir / "rabbitmq.conf").write_text(config)
+    (workdir / "rabbitmq.conf").write_text(config + extra)
     (workdir / "enabled_plugins").write_text("[].\n")
     if advanced_config is not None:
         (workdir / "advanced.config").write_text(advanced_config)

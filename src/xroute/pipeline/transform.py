@@ -33,7 +33,6 @@ from xroute.pipeline.names import (
     local_path,
 )
 
-
 # The columns the routing step adds (`route_columns`), as `xroute.spark.route` names them;
 # the job names them apart from any dataset column.
 QUEUES, ERROR = "queues", "error"
@@ -545,6 +544,8 @@ def _headers(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
         # (xroute.arrow_values: int16 a short, float32 a float, timestamp a timestamp, a
         # decimal at the column's scale...). A null field is an absent header.
         return header_tables(column, errors.__setitem__)
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return _field_tables(column, errors)
     encoded = column.dictionary_encode()
     parsed: list[Any] = []
     refused: dict[int, XRouteError] = {}
@@ -555,6 +556,33 @@ def _headers(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
             parsed.append(None)
             refused[code] = InvalidHeaders(
                 f"headers are not valid JSON ({error}): {text[:80]!r}", HEADERS, text
+            )
+    codes = encoded.indices.to_pylist()
+    if refused:
+        errors.update((i, refused[c]) for i, c in enumerate(codes) if c in refused)
+    return [None if c is None else parsed[c] for c in codes]
+
+
+def _field_tables(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
+    """Each record's headers from an AMQP field table, encoded (`xroute.field_table`, as a
+    RabbitMQ stream's ``amqp_headers`` are): every value in its own AMQP type."""
+    from xroute.field_table import decode_table
+
+    encoded = column.dictionary_encode()
+    parsed: list[Any] = []
+    refused: dict[int, XRouteError] = {}
+    for code, data in enumerate(encoded.dictionary.to_pylist()):
+        try:
+            if data[:1] in (b"{", b" ", b"\n", b"\t", b"\r"):
+                # JSON stored as bytes, as before binary meant a field table (a table starts
+                # with its 4-byte length: a first byte of "{" would be over 2 GB).
+                parsed.append(json.loads(data))
+                continue
+            parsed.append(decode_table(data)[0])
+        except (XRouteError, ValueError) as error:
+            parsed.append(None)
+            refused[code] = InvalidHeaders(
+                f"headers are not an AMQP field table nor JSON ({error})", HEADERS, data[:40]
             )
     codes = encoded.indices.to_pylist()
     if refused:

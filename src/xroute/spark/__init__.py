@@ -45,7 +45,7 @@ from xroute.spark.worker import ShippedTopology
 from xroute.topology import Topology
 
 
-__all__ = ["read_messages", "read_traces", "route", "write"]
+__all__ = ["read_messages", "read_traces", "register", "route", "write"]
 
 
 def read_traces(
@@ -85,7 +85,8 @@ def route(
     ``topology`` is a `Topology`, a parsed definitions export, or the path or URI of one
     (``vhost`` picks a virtual host). Each record is published to its ``exchange_column``
     value, else to ``exchange`` (a record with neither is refused). ``headers`` names an
-    optional column: a map, a struct, or a JSON object as text. Columns absent from ``df``
+    optional column: a map, a struct, a JSON object as text, or an AMQP field table as bytes
+    (a RabbitMQ stream's ``amqp_headers``: typed). Columns absent from ``df``
     are taken as absent from every record (no headers; the default exchange). Columns named
     ``message_id``, ``correlation_id`` and ``timestamp`` are the messages' basic properties,
     for the exchange types that read them. ``rabbitmq`` is a version profile (a `Topology`
@@ -193,7 +194,7 @@ def _definitions(
 def _check_columns(
     schema: Any, key: str, exchange_column: str, headers: str, exchange: str | None
 ) -> None:
-    from pyspark.sql.types import MapType, StringType, StructType
+    from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
     columns = [field.name for field in schema.fields]
     if key not in columns:
@@ -210,9 +211,25 @@ def _check_columns(
         )
     if headers in columns:
         kind = schema[headers].dataType
-        if not isinstance(kind, (StringType, MapType, StructType)):
+        if not isinstance(kind, (StringType, MapType, StructType, BinaryType)):
             raise DatasetError(
-                f"column {headers!r} must be a map, a struct or a JSON object as text, not "
+                f"column {headers!r} must be a map, a struct, a JSON object as text or an "
+                "AMQP field table (binary), not "
                 f"{kind.simpleString()}",
                 headers,
             )
+
+
+def register(spark: Any, password: str | None = None) -> None:
+    """Register xroute's Spark data sources with ``spark`` (classic or Connect): the
+    ``rabbitmq-stream`` format (`xroute.spark.rabbitmq_stream`), so that
+    ``spark.read.format("rabbitmq-stream")`` and ``spark.readStream.format(...)`` read
+    RabbitMQ streams. The stream password is ``password``, else ``RABBITMQ_PASSWORD`` as it is
+    here and now (the source runs in Spark's workers, which do not see this environment); a
+    source's ``password`` option wins over both."""
+    import os
+
+    from xroute.spark.rabbitmq_stream import with_password
+
+    secret = password if password is not None else os.environ.get("RABBITMQ_PASSWORD")
+    spark.dataSource.register(with_password(secret))

@@ -1,0 +1,319 @@
+"""``rabbitmq-stream``: RabbitMQ streams as a Spark data source, batch and streaming, on
+classic Spark and Spark Connect alike (the Python Data Source API of Spark 4).
+
+```python
+from xroute.spark import register, route
+
+register(spark)  # once per session
+df = (spark.readStream.format("rabbitmq-stream")
+      .option("startingOffset", "first").option("maxRecordsPerTrigger", 100000)
+      .load("rabbitmq-stream://reader@broker:5552/%2F?stream=orders"))
+routed = route(df, "definitions.json", headers="amqp_headers")
+```
+
+Options (the URI's ``stream``, ``start`` and ``end`` parameters are the same options):
+
+- ``path`` (``load``'s argument) or ``uri``: ``rabbitmq-stream://user@host:5552/vhost``; the
+  password is the ``password`` option, else ``RABBITMQ_PASSWORD`` (`xroute.streams.uri`);
+- ``stream`` (or ``streams``): one name or several, comma-separated;
+- ``startingOffset``: ``first`` (default), ``last``, ``next``, an offset, a time
+  (`xroute.streams.offsets`); ``endingOffset`` (batch only): ``latest`` (default: what is
+  stored when the read is planned) or an offset;
+- ``maxRecordsPerTrigger`` (streaming): at most so many messages a micro-batch, over all
+  streams;
+- ``maxRecordsPerPartition`` (default 200,000) and ``minPartitions`` (default 1): each
+  range is split into ranges read in parallel by the executors;
+- ``format``: ``messages`` (default, `xroute.streams.records.MESSAGE_SCHEMA`) or
+  ``firehose`` (trace records, for a stream bound to ``amq.rabbitmq.trace``);
+- ``failOnDataLoss``: ``true`` (default) fails with `StreamTruncated` when retention removed
+  offsets a query had not read; ``false`` goes on from the stream's first offset.
+
+Offsets are the streams' own, one JSON object ``{"stream": next offset}``, and Spark's
+checkpoint commits them: a restarted query reads from the committed end, so nothing committed
+is read twice and nothing is skipped. The driver only asks each stream for its tail; the
+executors read the messages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from xroute.errors import StreamURIError
+from xroute.streams.offsets import OffsetSpec, parse_offset
+from xroute.streams.uri import StreamEndpoint, parse_stream_uri, split_streams
+
+NAME = "rabbitmq-stream"
+BATCH_ROWS = 8192  # rows per Arrow record batch a task yields
+DEFAULT_PARTITION_RECORDS = 200_000
+
+try:  # pyspark is an extra: the module imports without it (the classes then cannot be used)
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        InputPartition,
+    )
+except ImportError:  # pragma: no cover - exercised by the lean install test only
+    DataSource = DataSourceReader = DataSourceStreamReader = InputPartition = object  # type: ignore
+
+
+@dataclass(frozen=True)
+class StreamRange(InputPartition):  # type: ignore[misc]
+    """Offsets ``[start, end)`` of one stream: what one task reads."""
+
+    stream: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The source's options, checked on the driver (a bad one fails before any task)."""
+
+    endpoint: StreamEndpoint
+    streams: tuple[str, ...]
+    starting: OffsetSpec
+    ending: OffsetSpec
+    max_per_trigger: int | None
+    max_per_partition: int
+    min_partitions: int
+    format: str
+    fail_on_loss: bool
+
+    @classmethod
+    def parse(cls, options: dict[str, str], password: str | None = None) -> SourceOptions:
+        """The options Spark gives the source; `StreamURIError` naming a bad one. The
+        ``password`` option wins over ``password`` (what `register` captured)."""
+        opts = {k.lower(): v for k, v in options.items()}
+        if "password" not in opts and password is not None:
+            opts["password"] = password
+        uri = opts.get("path") or opts.get("uri")
+        if not uri:
+            raise StreamURIError(
+                "no rabbitmq-stream:// URI: pass it to load() or as the 'uri' option"
+            )
+        endpoint = parse_stream_uri(uri, opts.get("password"))
+        streams = endpoint.streams + split_streams(opts.get("stream") or opts.get("streams"))
+        streams = tuple(dict.fromkeys(streams))
+        if not streams:
+            raise StreamURIError(
+                f"no stream named: add ?stream=NAME to {endpoint.uri} or the 'stream' option"
+            )
+        from xroute.streams.records import FORMATS
+
+        fmt = opts.get("format", "messages")
+        if fmt not in FORMATS:
+            raise StreamURIError(f"format {fmt!r} is not one of {sorted(FORMATS)}")
+        return cls(
+            endpoint,
+            streams,
+            parse_offset(opts.get("startingoffset", endpoint.start), "first", "startingOffset"),
+            parse_offset(opts.get("endingoffset", endpoint.end), "latest", "endingOffset"),
+            _positive(opts, "maxrecordspertrigger", None),
+            _positive(opts, "maxrecordsperpartition", DEFAULT_PARTITION_RECORDS) or 1,
+            _positive(opts, "minpartitions", 1) or 1,
+            fmt,
+            _flag(opts.get("failondataloss", "true")),
+        )
+
+
+def _positive(opts: dict[str, str], key: str, default: int | None) -> int | None:
+    if key not in opts:
+        return default
+    try:
+        value = int(opts[key])
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise StreamURIError(f"option {key} must be a positive integer, not {opts[key]!r}")
+    return value
+
+
+def _flag(text: str) -> bool:
+    if text.strip().lower() in ("true", "1", "yes"):
+        return True
+    if text.strip().lower() in ("false", "0", "no"):
+        return False
+    raise StreamURIError(f"failOnDataLoss must be true or false, not {text!r}")
+
+
+def arrow_schema(fmt: str) -> Any:
+    """The Arrow schema of the rows of ``fmt`` as Spark reads it back: timestamps in
+    microseconds (Spark's unit)."""
+    import pyarrow as pa
+
+    from xroute.streams.records import FORMATS
+
+    return pa.schema([
+        f.with_type(pa.timestamp("us", tz="UTC")) if pa.types.is_timestamp(f.type) else f
+        for f in FORMATS[fmt]
+    ])
+
+
+def spark_schema(fmt: str) -> Any:
+    """The Spark schema of the rows of ``fmt`` (from the Arrow one)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema(fmt))
+
+
+def split(stream: str, start: int, end: int, max_per_partition: int, min_partitions: int) -> list[StreamRange]:
+    """``[start, end)`` as consecutive ranges of at most ``max_per_partition`` offsets, at
+    least ``min_partitions`` of them when there are that many offsets."""
+    size = end - start
+    if size <= 0:
+        return []
+    count = max(math.ceil(size / max_per_partition), min(min_partitions, size))
+    step = math.ceil(size / count)
+    return [StreamRange(stream, s, min(s + step, end)) for s in range(start, end, step)]
+
+
+def read_range(options: SourceOptions, part: StreamRange) -> Iterator[Any]:
+    """The rows of one range as Arrow record batches (what every task runs)."""
+    from xroute.streams.client import read_range as read
+    from xroute.streams.records import firehose_batch, message_batch
+
+    make = firehose_batch if options.format == "firehose" else message_batch
+    target = arrow_schema(options.format)
+
+    def build(stream: str, entries: list[tuple[int, int, bytes]]) -> Any:
+        return make(stream, entries).cast(target)
+
+    pending: list[tuple[int, int, bytes]] = []
+    for first, chunk_ms, entries in read(
+        options.endpoint, part.stream, part.start, part.end, options.fail_on_loss
+    ):
+        pending.extend((first + i, chunk_ms, data) for i, data in enumerate(entries))
+        if len(pending) >= BATCH_ROWS:
+            yield build(part.stream, pending)
+            pending = []
+    if pending:
+        yield build(part.stream, pending)
+
+
+class RabbitMQStreamDataSource(DataSource):  # type: ignore[misc]
+    """The ``rabbitmq-stream`` format (see the module's docstring)."""
+
+    # The password `register` found in the driver's environment: Spark creates the source in
+    # a Python worker, whose environment is the JVM's, not the driver's.
+    _password: str | None = None
+
+    @classmethod
+    def name(cls) -> str:
+        """The format's name: ``rabbitmq-stream``."""
+        return NAME
+
+    def schema(self) -> Any:
+        """xroute's message columns (or trace records) and ``stream``, ``offset``,
+        ``chunk_timestamp``."""
+        return spark_schema(self._options().format)
+
+    def reader(self, schema: Any) -> Any:
+        """A batch read of the range ``startingOffset``..``endingOffset``."""
+        return BatchReader(self._options())
+
+    def streamReader(self, schema: Any) -> Any:  # noqa: N802 - Spark's name
+        """A streaming read from ``startingOffset`` on."""
+        return StreamReader(self._options())
+
+    def _options(self) -> SourceOptions:
+        return SourceOptions.parse(dict(self.options), self._password)
+
+
+def with_password(password: str | None) -> type:
+    """`RabbitMQStreamDataSource` carrying ``password`` (what `xroute.spark.register`
+    registers): a class made here, so that Spark ships it by value, password included, to the
+    Python workers that create the source."""
+    return type(
+        "RabbitMQStreamDataSource",
+        (RabbitMQStreamDataSource,),
+        {"_password": password, "__qualname__": "with_password.<locals>.RabbitMQStreamDataSource",
+         "__doc__": RabbitMQStreamDataSource.__doc__},
+    )
+
+
+class BatchReader(DataSourceReader):  # type: ignore[misc]
+    """A bounded read: the range is fixed on the driver when the read is planned."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> list[StreamRange]:
+        """Each stream's range, split (`split`)."""
+        from xroute.streams import client
+
+        o = self.options
+        tails = client.tails(o.endpoint, list(o.streams))
+        starts = client.positions(o.endpoint, list(o.streams), o.starting)
+        parts: list[StreamRange] = []
+        for stream in o.streams:
+            end = tails[stream]
+            if o.ending.kind == "offset":
+                end = min(end, int(o.ending.value or 0))
+            parts += split(stream, starts[stream], end, o.max_per_partition, o.min_partitions)
+        return parts or [StreamRange(o.streams[0], 0, 0)]
+
+    def read(self, partition: StreamRange) -> Iterator[Any]:
+        """The messages of one range."""
+        return read_range(self.options, partition)
+
+
+class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
+    """Micro-batches over the streams' offsets (see the module's docstring)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
+        """``startingOffset`` resolved in each stream, when the query first starts (a restarted
+        query starts from its checkpoint instead)."""
+        from xroute.streams import client
+
+        return client.positions(self.options.endpoint, list(self.options.streams), self.options.starting)
+
+    def getDefaultReadLimit(self) -> Any:  # noqa: N802 - Spark's name
+        """``maxRecordsPerTrigger`` as Spark's read limit."""
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        limit = self.options.max_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
+        """Each stream's tail, or less so that the micro-batch holds at most the limit's rows
+        (taken from the streams in their order, each given its share)."""
+        from xroute.streams import client
+
+        start = self._complete(start)
+        tails = client.tails(self.options.endpoint, list(self.options.streams), start)
+        end = {s: max(tails[s], start[s]) for s in self.options.streams}
+        budget = getattr(limit, "max_rows", None)
+        if budget is not None:
+            for stream in self.options.streams:
+                take = min(end[stream] - start[stream], budget)
+                end[stream] = start[stream] + take
+                budget -= take
+        return end
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[StreamRange]:
+        """The micro-batch's ranges, split."""
+        start = self._complete(start)
+        o = self.options
+        parts: list[StreamRange] = []
+        for stream in o.streams:
+            parts += split(stream, start[stream], end.get(stream, start[stream]),
+                           o.max_per_partition, o.min_partitions)
+        return parts
+
+    def read(self, partition: StreamRange) -> Iterator[Any]:
+        """The messages of one range."""
+        return read_range(self.options, partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to do: Spark's checkpoint holds the offsets (the broker keeps no state of
+        this query)."""
+
+    def _complete(self, offsets: dict[str, int]) -> dict[str, int]:
+        # A stream added to the option after the checkpoint starts at its first offset.
+        return {s: int(offsets.get(s, 0)) for s in self.options.streams}

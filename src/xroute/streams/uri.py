@@ -1,0 +1,117 @@
+"""``rabbitmq-stream://user@host:5552/vhost?stream=NAME`` URIs.
+
+The path is the virtual host (``%2F`` for ``/``, the default when the path is empty); the
+query names the streams (``stream=a&stream=b``, or ``stream=a,b``) and optionally the range
+(``start=first``, ``end=last``: `xroute.streams.offsets`). The password never travels in the
+URI (it would land in Spark's plans, logs and checkpoints): it comes from the ``password``
+option, else ``RABBITMQ_PASSWORD`` as for every other xroute connection.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote, urlparse
+
+from xroute.errors import StreamURIError
+
+SCHEME = "rabbitmq-stream"
+DEFAULT_PORT = 5552
+PASSWORD_VARIABLE = "RABBITMQ_PASSWORD"
+
+
+@dataclass(frozen=True)
+class StreamEndpoint:
+    """Where the streams are and who reads them (the password is kept out of ``repr``)."""
+
+    host: str
+    port: int
+    user: str
+    vhost: str
+    password: str = field(default="", repr=False)
+    streams: tuple[str, ...] = ()
+    start: str | None = None
+    end: str | None = None
+
+    @property
+    def uri(self) -> str:
+        """The URI without the password (safe to print)."""
+        from urllib.parse import quote
+
+        query = "&".join(f"stream={quote(s, safe='')}" for s in self.streams)
+        return (
+            f"{SCHEME}://{quote(self.user, safe='')}@{self.host}:{self.port}/"
+            f"{quote(self.vhost, safe='')}" + (f"?{query}" if query else "")
+        )
+
+
+def is_stream_uri(text: str) -> bool:
+    """Whether ``text`` is a ``rabbitmq-stream://`` URI."""
+    return text.lower().startswith(SCHEME + "://")
+
+
+def parse_stream_uri(uri: str, password: str | None = None) -> StreamEndpoint:
+    """The endpoint a ``rabbitmq-stream://`` URI names; `StreamURIError` saying what is wrong.
+
+    ``password`` wins; else ``RABBITMQ_PASSWORD``; a URI that holds a password is refused."""
+    parsed = urlparse(uri)
+    if parsed.scheme.lower() != SCHEME:
+        raise StreamURIError(f"not a {SCHEME}:// URI: {uri!r}")
+    if parsed.password is not None:
+        raise StreamURIError(
+            f"the URI holds a password: leave it out ({SCHEME}://user@host:port/vhost) and set "
+            f"{PASSWORD_VARIABLE} (or the source's password option)"
+        )
+    if not parsed.hostname:
+        raise StreamURIError(f"no host in {uri!r} (expected {SCHEME}://user@host:5552/vhost)")
+    try:
+        port = parsed.port or DEFAULT_PORT
+    except ValueError as error:
+        raise StreamURIError(f"bad port in {uri!r}: {error}") from None
+    path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+    if "/" in path:
+        raise StreamURIError(
+            f"the path of {uri!r} must be one virtual host (write / as %2F), not {path!r}; "
+            "name streams with ?stream=NAME"
+        )
+    vhost = unquote(path) if path else "/"
+    query = parse_qs(parsed.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"stream", "start", "end"})
+    if unknown:
+        raise StreamURIError(f"unknown URI parameter(s) {unknown} in {uri!r}: use stream, start, end")
+    streams = split_streams(query.get("stream", []))
+    user = unquote(parsed.username or "guest")
+    if password is None:
+        password = os.environ.get(PASSWORD_VARIABLE)
+    if password is None:
+        raise StreamURIError(
+            f"no password for user {user!r} at {parsed.hostname}:{port}: set {PASSWORD_VARIABLE}"
+        )
+    return StreamEndpoint(
+        parsed.hostname, port, user, vhost, password, streams,
+        _one(query, "start", uri), _one(query, "end", uri),
+    )
+
+
+def split_streams(values: list[str] | str | None) -> tuple[str, ...]:
+    """Stream names given once each, or comma-separated, in their order, without repeats."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    names: list[str] = []
+    for value in values:
+        for name in value.split(","):
+            name = name.strip()
+            if name and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def _one(query: dict[str, list[str]], key: str, uri: str) -> str | None:
+    values = query.get(key)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise StreamURIError(f"{key} given {len(values)} times in {uri!r}")
+    return values[0]

@@ -1,0 +1,206 @@
+"""The ``rabbitmq-stream`` Spark source against a private RabbitMQ node with the stream plugin
+(started here, on loopback, its own node name and ports; stopped after): batch reads equal
+what was published with either protocol, typed headers keep their types, a restarted
+streaming query reads nothing twice and skips nothing, a stream truncated under a stopped
+query fails with `StreamTruncated`, and `route()` agrees with `Topology.route_message`.
+
+Run by ``make conformance`` (marker ``conformance``; they start Spark too: marker ``spark``).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conformance.streams import declare_stream, publish_091, publish_stream, stream_node
+from tests.pipeline.conftest import spark  # noqa: F401 - the shared SparkSession fixture
+from xroute import Topology
+from xroute.errors import StreamNotFound, StreamTruncated
+from xroute.field_table import decode_table
+from xroute.values import binary, float32, long, short
+
+pytestmark = [pytest.mark.conformance, pytest.mark.spark]
+
+
+@pytest.fixture(scope="module")
+def node():
+    """The private node with the stream plugin, for this module."""
+    with stream_node() as started:
+        yield started
+
+
+@pytest.fixture(autouse=True)
+def password(monkeypatch):
+    """guest's password, where every xroute connection takes it from."""
+    monkeypatch.setenv("RABBITMQ_PASSWORD", "guest")
+
+
+@pytest.fixture
+def registered(spark):  # noqa: F811
+    from xroute.spark import register
+
+    register(spark)
+    return spark
+
+
+def _name(short_name: str) -> str:
+    return f"xr-{short_name}-{uuid.uuid4().hex[:6]}"
+
+
+def _rows(df):
+    return sorted(df.collect(), key=lambda r: (r["stream"], r["offset"]))
+
+
+def test_batch_read_equals_what_both_protocols_published(node, registered):
+    stream = _name("both")
+    declare_stream(node.amqp_url, stream)
+    publish_091(node.amqp_url, "", [(stream, {"i": n}, b"amqp-%d" % n, f"m{n}") for n in range(40)])
+    publish_stream(node.stream_port, stream, [b"stream-%d" % n for n in range(60)])
+    df = registered.read.format("rabbitmq-stream").option("maxRecordsPerPartition", 30).load(
+        node.uri(stream)
+    )
+    rows = _rows(df)
+    assert [r["offset"] for r in rows] == list(range(100))
+    assert [r["payload"] for r in rows] == [b"amqp-%d" % n for n in range(40)] + [
+        b"stream-%d" % n for n in range(60)
+    ]
+    # The 0-9-1 publishes: their exchange (the default one), key and message id; the stream
+    # protocol's messages read as RabbitMQ reads them back: default exchange, the stream's name.
+    assert {(r["exchange"], r["routing_key"]) for r in rows} == {("", stream)}
+    assert [r["message_id"] for r in rows[:40]] == [f"m{n}" for n in range(40)]
+    assert [decode_table(r["amqp_headers"])[0]["i"] for r in rows[:40]] == list(range(40))
+    assert rows[40]["message_id"] is None and rows[40]["headers"] == '{"n": 0}'
+    assert all(r["chunk_timestamp"] is not None for r in rows)
+    # A range: startingOffset and endingOffset.
+    part = (registered.read.format("rabbitmq-stream").option("startingOffset", 35)
+            .option("endingOffset", 45).load(node.uri(stream)))
+    assert [r["offset"] for r in _rows(part)] == list(range(35, 45))
+
+
+def test_typed_headers_survive_and_route_as_rabbitmq_routes(node, registered):
+    stream = _name("typed")
+    declare_stream(node.amqp_url, stream)
+    connection_headers = [
+        {"kind": "a", "level": short(3)},
+        {"kind": "a", "level": long(3)},  # 3.10 compares top-level values, not their types
+        {"kind": "b", "ratio": float32(1.5), "raw": binary(b"\x00\xff")},
+        {"kind": "b", "flag": True},
+    ]
+    publish_091(node.amqp_url, "", [
+        (stream, h, b"", f"t{n}") for n, h in enumerate(connection_headers)
+    ])
+    rows = _rows(registered.read.format("rabbitmq-stream").load(node.uri(stream)))
+    tables = [decode_table(r["amqp_headers"])[0] for r in rows]
+    assert type(tables[0]["level"]) is short and type(tables[1]["level"]) is long
+    assert type(tables[2]["ratio"]) is float32 and tables[2]["raw"] == b"\x00\xff"
+    assert tables[3]["flag"] is True
+    # route() on the source's rows, typed headers, against Topology.route_message.
+    topology = Topology(rabbitmq="3.10")
+    topology.declare_exchange("h", "headers")
+    for queue in ("q-short", "q-any-a", "q-ratio"):
+        topology.declare_queue(queue)
+    topology.bind("h", "q-short", "", {"x-match": "all", "level": short(3)})
+    topology.bind("h", "q-any-a", "", {"x-match": "any", "kind": "a"})
+    topology.bind("h", "q-ratio", "", {"x-match": "all", "ratio": float32(1.5)})
+    from xroute.spark import route
+
+    df = registered.read.format("rabbitmq-stream").load(node.uri(stream)).drop("exchange")
+    routed = sorted(route(df, topology, exchange="h", headers="amqp_headers").collect(),
+                    key=lambda r: r["offset"])
+    for row, headers in zip(routed, tables):
+        expected = topology.route_message("h", row["routing_key"], headers)
+        assert sorted(row["queues"]) == sorted(q.name if hasattr(q, "name") else q for q in expected)
+    assert [sorted(r["queues"]) for r in routed] == [
+        ["q-any-a", "q-short"], ["q-any-a", "q-short"], ["q-ratio"], []
+    ]
+
+
+def test_a_restarted_streaming_query_reads_nothing_twice_and_skips_nothing(
+    node, registered, tmp_path
+):
+    stream = _name("restart")
+    declare_stream(node.amqp_url, stream)
+    publish_stream(node.stream_port, stream, [b"a-%d" % n for n in range(250)])
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run_once() -> None:
+        query = (registered.readStream.format("rabbitmq-stream")
+                 .option("maxRecordsPerTrigger", 70).load(node.uri(stream))
+                 .select("stream", "offset", "payload")
+                 .writeStream.format("parquet").option("checkpointLocation", checkpoint)
+                 .start(out))
+        # The default trigger honours maxRecordsPerTrigger (availableNow reads all at once).
+        try:
+            query.processAllAvailable()
+            assert query.exception() is None
+        finally:
+            query.stop()
+
+    run_once()
+    first = pq.read_table(out).column("offset").to_pylist()
+    assert sorted(first) == list(range(250))
+    publish_stream(node.stream_port, stream, [b"b-%d" % n for n in range(130)])
+    run_once()  # restarted from the checkpoint
+    offsets = pq.read_table(out).column("offset").to_pylist()
+    assert sorted(offsets) == list(range(380)), "each offset exactly once across the restart"
+    # maxRecordsPerTrigger: 250 then 130 more in micro-batches of at most 70 rows each.
+    batches = [f for f in os.listdir(os.path.join(checkpoint, "offsets")) if f.isdigit()]
+    assert len(batches) >= 4 + 2, batches
+
+
+def test_a_stream_truncated_under_a_stopped_query_fails_clearly(node, registered, tmp_path):
+    stream = _name("trunc")
+    # Small segments and a small size limit: retention removes old segments as new ones come.
+    declare_stream(node.amqp_url, stream, {"x-max-length-bytes": 20000,
+                                           "x-stream-max-segment-size-bytes": 5000})
+    publish_stream(node.stream_port, stream, [b"x" * 100 for _ in range(20)])
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def start():
+        return (registered.readStream.format("rabbitmq-stream").load(node.uri(stream))
+                .select("offset").writeStream.format("parquet")
+                .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(out))
+
+    query = start()
+    assert query.awaitTermination(180)
+    assert sorted(pq.read_table(out).column("offset").to_pylist()) == list(range(20))
+    # While the query is stopped, far more than the limit arrives: offsets 20.. are removed.
+    for _ in range(8):
+        publish_stream(node.stream_port, stream, [b"y" * 100 for _ in range(200)])
+    from xroute.streams import client
+    from xroute.streams.offsets import OffsetSpec
+    from xroute.streams.uri import parse_stream_uri
+
+    head = client.positions(parse_stream_uri(node.uri(stream)), [stream], OffsetSpec("first"))
+    assert head[stream] > 20, f"retention did not truncate the stream (first offset {head})"
+    query = start()
+    with pytest.raises(Exception) as failure:
+        query.awaitTermination(180)
+    assert "no longer holds offsets 20.." in str(failure.value)
+    assert StreamTruncated.__name__ in str(failure.value)
+
+
+def test_a_missing_stream_is_a_typed_error_on_the_driver(node, registered):
+    with pytest.raises(Exception) as failure:
+        registered.read.format("rabbitmq-stream").load(node.uri("no-such-stream")).collect()
+    assert "stream 'no-such-stream' does not exist" in str(failure.value)
+    from xroute.streams import client
+    from xroute.streams.uri import parse_stream_uri
+
+    with pytest.raises(StreamNotFound):
+        client.tails(parse_stream_uri(node.uri("no-such-stream")), ["no-such-stream"])
+
+
+def test_spark_connect_reads_a_stream_too(node, spark_connect):
+    """register() on a Spark Connect session: the same rows, read by the server's workers."""
+    from xroute.spark import register
+
+    stream = _name("connect")
+    declare_stream(node.amqp_url, stream)
+    publish_stream(node.stream_port, stream, [b"c-%d" % n for n in range(25)])
+    register(spark_connect)
+    rows = _rows(spark_connect.read.format("rabbitmq-stream").load(node.uri(stream)))
+    assert [(r["offset"], r["payload"]) for r in rows] == [(n, b"c-%d" % n) for n in range(25)]
