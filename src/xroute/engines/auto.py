@@ -62,6 +62,12 @@ AUTO_FLATTEN_AFTER = 4096
 # key per this many trie nodes: EMQX's 80k filters are 160k nodes, a 0.4-s flattening that made
 # a fresh matcher's first batch of 8,000 keys 2.4 times slower than the plain trie walk.
 AUTO_FLATTEN_NODES_PER_KEY = 8
+# ... and after a key per this many literal bindings: their exact-key table costs about 1 µs a
+# key to make, half what a new key costs through the memo and the shapes (the kernel's key
+# costs a tenth of either), so NATS's 37k subjects
+# made a fresh matcher's first batch of 8,000 keys 2 times slower than single first routes,
+# and 100k literal bindings 3 times.
+AUTO_FLATTEN_LITERALS_PER_KEY = 2
 # Keys of the batch that flattens the trie also walked through the DFA: see `_warm_dfa`.
 AUTO_WARM_KEYS = 2048
 # ... for at most this share of the time the flattening took: on keys that build a state each
@@ -373,7 +379,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._batch_keys_since_change += keys
         if current:
             return True
-        bar = AUTO_FLATTEN_AFTER
+        bar = max(AUTO_FLATTEN_AFTER, len(self._literal_keys) // AUTO_FLATTEN_LITERALS_PER_KEY)
         if self._by_shape is not None:
             bar = max(bar, self._nodes // AUTO_FLATTEN_NODES_PER_KEY)
         return self._batch_keys_since_change >= bar
