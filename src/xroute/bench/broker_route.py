@@ -3,8 +3,8 @@
 `rabbit_exchange_type_topic:route/2` is called in a loop by ``rabbitmqctl eval`` on a broker
 found on this machine (the node answering ``rabbitmqctl``) or a private node started for the
 run (`xroute.bench.rabbitmq.private_node`). The shape's bindings go to one topic exchange,
-each to a fanout exchange standing for its queue (``rabbit_binding:add/2``, as
-docs/benchmarks.md says: 10k queue processes would measure the node, not the function); the
+each to a fanout exchange standing for a queue (``rabbit_binding:add/2``: 10k queue processes
+would measure the node, not the function; `destinations` numbers them); the
 deliveries are made before the clock starts (``rabbit_basic:message/4``, ``delivery/4``), so
 what is timed is the route alone, best of `PASSES` passes. Every exchange made is deleted
 afterwards. The bindings and keys reach the node through a file of Erlang terms.
@@ -64,6 +64,20 @@ def _erlang_binary(text: str) -> str:
     return "<<" + ",".join(str(b) for b in text.encode("utf-8")) + ">>"
 
 
+def destinations(bindings: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
+    """(pattern, destination number) per distinct binding: the n-th queue bound with a pattern
+    gets destination n. route/2 lists a destination per matched binding whatever it is, so
+    this matches and lists as the shape's own queues do, with as few destination exchanges
+    as the most shared pattern needs (NATS's 37k subjects: one, not 37k declares)."""
+    seen: dict[str, int] = {}
+    numbered = []
+    for pattern, _ in dict.fromkeys(bindings):
+        number = seen.get(pattern, 0)
+        seen[pattern] = number + 1
+        numbered.append((pattern, number))
+    return numbered
+
+
 def measure(bindings: Sequence[tuple[str, str]], keys: Sequence[str],
             node: str | None = None, environment: dict[str, str] | None = None,
             passes: int = PASSES) -> dict[str, Any]:
@@ -72,10 +86,9 @@ def measure(bindings: Sequence[tuple[str, str]], keys: Sequence[str],
     ctl = rabbitmqctl()
     if ctl is None:
         raise BrokerRouteFailed("rabbitmqctl not found")
-    queues = {queue: i for i, queue in enumerate(dict.fromkeys(q for _, q in bindings))}
     with tempfile.NamedTemporaryFile("w", suffix=".erl-terms", delete=False) as terms:
-        terms.write("[" + ",".join(f"{{{_erlang_binary(p)},{queues[q]}}}" for p, q in bindings)
-                    + "].\n")
+        terms.write("[" + ",".join(f"{{{_erlang_binary(p)},{d}}}"
+                                   for p, d in destinations(bindings)) + "].\n")
         terms.write("[" + ",".join(_erlang_binary(k) for k in keys) + "].\n")
     os.chmod(terms.name, 0o644)  # the node runs as its own user
     program = _PROGRAM % {"path": terms.name, "prefix": f"xroute.bench.{os.getpid()}.",
