@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import resource
 import statistics
 import sys
@@ -208,9 +209,14 @@ def _in_own_process(call: Any, *args: Any) -> Any:
 
 
 def run(shapes: tuple[str, ...] = CONTACT_SHAPES, scale: float = 1.0, rabbitmq: bool = True,
-        report: Any = lambda line: None) -> dict[str, Any]:
-    """The whole experiment: ``{"meta", "contact": [...]}``, each entry judged by `goals`."""
+        report: Any = lambda line: None, done: Any = lambda results: None) -> dict[str, Any]:
+    """The whole experiment: ``{"meta", "contact": [...]}``, each entry judged by `goals`;
+    ``done`` is given the results so far after each shape (a long run keeps what it has)."""
     found: list[dict[str, Any]] = []
+    results = {"meta": {"experiment": "contact", "scale": scale, "load_before": load_average(),
+                        "python": sys.version.split()[0], "rabbitmq_4_3": RABBITMQ_43,
+                        "machine": _machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z")},
+               "contact": found}
     for name in shapes:
         report(f"contact {name}: xroute (collector on, an earlier topology alive)")
         entry = _in_own_process(measure_xroute, name, scale)
@@ -222,9 +228,20 @@ def run(shapes: tuple[str, ...] = CONTACT_SHAPES, scale: float = 1.0, rabbitmq: 
                 entry["rabbitmq"] = {"error": str(error)[-500:]}
         entry["goals"] = goals(entry)
         found.append(entry)
-    return {"meta": {"experiment": "contact", "scale": scale, "load_after": load_average(),
-                     "python": sys.version.split()[0], "rabbitmq_4_3": RABBITMQ_43},
-            "contact": found}
+        results["meta"]["load_after"] = load_average()
+        done(results)
+    return results
+
+
+def _machine() -> str:
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{model or 'unknown CPU'}, {os.cpu_count()} cores"
 
 
 def goals(entry: dict[str, Any]) -> list[dict[str, Any]]:

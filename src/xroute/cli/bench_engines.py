@@ -200,10 +200,13 @@ def _contact(shape_list: str, out: Path, scale: float, with_rabbitmq: bool) -> N
     def report(line: str) -> None:
         click.echo(f"[{time.perf_counter() - began:7.1f} s] {line}", err=True)
 
-    results = run(tuple(names), scale=scale, rabbitmq=with_rabbitmq, report=report)
-    results["meta"]["seconds"] = round(time.perf_counter() - began, 1)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "contact.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+
+    def keep(results: dict) -> None:
+        results["meta"]["seconds"] = round(time.perf_counter() - began, 1)
+        (out / "contact.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+
+    results = run(tuple(names), scale=scale, rabbitmq=with_rabbitmq, report=report, done=keep)
     write_contact_plot(results, out)
     table = markdown(results)
     (out / "CONTACT.md").write_text(table)
