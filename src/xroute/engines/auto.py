@@ -75,14 +75,14 @@ AUTO_WARM_KEYS = 2048
 # Less warming leaves single keys after a batch to build those states (at 10k seed-mix
 # bindings, 0.25 made unique keys 1.2-1.5 times slower through `match_many`).
 AUTO_WARM_SHARE = 0.5
-# The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
+# The memo's bounds. Entries: about 200 bytes each with the key (13 MB). Cells (destinations
 # summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
 # the memo alone keeps them alive, so their size is bounded: 2.5M cells is about 75 MB of
 # frozensets, room for about 1,100 keys of 2,250 queues each (100k seed bindings), as many
 # cells as the route cache of `trie` and `compiled` holds there (1,024 keys).
 # When either is reached the oldest quarter is forgotten (a refill is one DFA walk per key):
 # forgetting half left the memo half empty on average, behind that route cache.
-AUTO_MEMO_MAX_KEYS = 16_384
+AUTO_MEMO_MAX_KEYS = 65_536  # at 16,384 a working set of 50k keys ran 7 times slower than 5k
 AUTO_MEMO_MAX_CELLS = 2_500_000
 # Keys that never repeat would make the memo pure upkeep: a lookup that misses costs the key's
 # hash, a seventh of a warm DFA walk, and keeping it a quarter more. So every AUTO_MEMO_PROBE
