@@ -147,11 +147,14 @@ def _paths(sizes: list[int] | None, out: Path, engine_list: str | None) -> None:
 
 def _shapes(shape_list: str, out: Path, engine_list: str | None) -> None:
     from xroute.bench.experiments.common import CheckFailed
-    from xroute.bench.shapes import SHAPES
+    from xroute.bench.shapes import SCALED_SHAPES, SHAPES
     from xroute.bench.shapes_bench import ENGINES, markdown, run, targets
     from xroute.bench.shapes_plots import write_shape_plots
 
     names = list(SHAPES) if shape_list == "all" else [n.strip() for n in shape_list.split(",")]
+    names = [name for name in names if name not in SCALED_SHAPES]  # the contact part's alone
+    if not names:
+        return
     unknown = [name for name in names if name not in SHAPES]
     if unknown:
         raise click.BadParameter(f"unknown shape(s) {unknown}; known: {', '.join(SHAPES)}",
