@@ -8,11 +8,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import apply_binding_step, keys, patterns
+from tests.test_engines_tuple_space import assert_batches_equal
 from xroute import TopicMatcher
 from xroute.engines.catch_all import is_catch_all
 from xroute.keys import split_words
-from tests.strategies import apply_binding_step, keys, patterns
-from tests.test_engines_tuple_space import assert_batches_equal
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -101,3 +101,39 @@ def test_a_matcher_whose_destinations_are_not_shared_keeps_every_binding_in_its_
     assert_batches_equal(actual, probe, expected.match_many(probe))
     assert "shadowed_bindings" not in actual.stats()
     assert actual.stats()["nodes"] == 6  # the root, "#", "a", "a.*", "a.#", "#.b"
+
+
+@SETTINGS
+@given(ops=operations, reads=st.lists(st.booleans(), min_size=30, max_size=30),
+       path=st.sampled_from(["match", "match_many", "batch", "wildcards"]),
+       probe=st.lists(keys, min_size=1, max_size=10))
+def test_bindings_uncovered_between_reads_go_back_in_lazily_and_answers_stay_exact(
+        ops, reads, path, probe):
+    """When a destination's last catch-all goes, its other wildcard bindings go back into the
+    trie on the next read, not at once: many changes between two reads (a bulk unbind), on
+    each read path (single keys, sets, id batches, the wildcard function a topology uses),
+    still answer as ``reference``."""
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    live: list[tuple[str, str]] = []
+    for op, read in zip(ops, reads):
+        apply_binding_step(op, [expected, actual], live)
+        if not read:
+            continue  # the next change comes before any read
+        truth = expected.match_many(probe)
+        if path == "match":
+            assert [actual.match(key) for key in probe] == truth, f"bindings {live!r}"
+        elif path == "match_many":
+            assert actual.match_many(probe) == truth
+        elif path == "batch":
+            assert_batches_equal(actual, probe, truth)
+        else:
+            wild = actual.wildcard_matcher()
+            only = TopicMatcher(engine="reference")
+            for pattern, queue in live:
+                words = split_words(pattern)
+                if "*" in words or "#" in words:
+                    only.add(pattern, queue)
+            assert [wild(key) for key in probe] == only.match_many(probe)
+    truth = expected.match_many(probe)
+    assert [actual.match(key) for key in probe] == truth
+    assert actual.stats()["shadowed_bindings"] == shadowed(live)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xroute import InvalidPattern, TopicMatcher
 from tests.strategies import apply_binding_step, bindings, destinations, keys, patterns
+from xroute import InvalidPattern, TopicMatcher
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -99,3 +99,30 @@ def test_bad_patterns_are_refused_and_leave_nothing_behind(engine, bad):
         matcher.add(bad, "q")
     assert caught.value.pattern is bad
     assert len(matcher) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(wide=st.integers(0, 150), singles=st.integers(0, 40),
+       probe=st.lists(st.sampled_from(["fan.x", "dev.1", "dev.7", "dev.39", "none", "fan.dev"]),
+                      max_size=80),
+       arrow=st.booleans(), engine=st.sampled_from(["auto", "dfa", "trie"]))
+def test_batch_ids_of_small_and_wide_answers_equal_reference(wide, singles, probe, arrow, engine):
+    """`match_many_ids`' generic path (`TopicMatcher._flatten`: ids of a set of one, of a few
+    and of more than `FLATTEN_LIST_MAX` destinations, in any order within a batch) and a
+    fresh ``auto`` matcher's first batch (kept off the kernel while the batch keys are fewer
+    than its literal bindings) give what ``reference`` matches."""
+    import pyarrow as pa
+
+    pairs = [(f"dev.{i}", f"d{i}") for i in range(singles)]
+    pairs += [("fan.*", f"w{i}") for i in range(wide)] + [("*.dev", "w0"), ("#", "all")]
+    truth, tested = TopicMatcher(engine="reference"), TopicMatcher(engine=engine)
+    for pattern, destination in pairs:
+        truth.add(pattern, destination)
+        tested.add(pattern, destination)
+    offsets, ids = tested.match_many_ids(pa.array(probe, pa.string()) if arrow else probe)
+    names = tested.destinations()
+    got = [frozenset(names[j] for j in ids[offsets[i]:offsets[i + 1]].tolist())
+           for i in range(len(probe))]
+    assert got == [truth.match(key) for key in probe]
+    assert all(len(set(ids[offsets[i]:offsets[i + 1]].tolist())) == offsets[i + 1] - offsets[i]
+               for i in range(len(probe)))

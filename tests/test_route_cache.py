@@ -116,9 +116,42 @@ def test_many_routes_through_one_exchange_are_dropped_untested():
     keys = [f"k.{i}" for i in range(ROUTE_CACHE_PRECISE_SCAN + 10)]
     for key in keys:
         topology.route("amq.topic", key)
-    topology.bind("amq.topic", "q", "nothing.matches.this")
+    topology.bind("amq.topic", "q", "nothing.*.this")
     assert topology.route_cache_stats()["route_cache_entries"] == 0
     assert all(topology.route("amq.topic", key) == frozenset({"q"}) for key in keys)
+
+
+def test_a_literal_binding_drops_its_own_key_alone_however_many_routes_are_kept():
+    topology = Topology()
+    topology.declare_queue("q")
+    topology.declare_queue("r")
+    topology.bind("amq.topic", "q", "k.*")
+    keys = [f"k.{i}" for i in range(ROUTE_CACHE_PRECISE_SCAN + 10)]
+    for key in keys:
+        topology.route("amq.topic", key)
+    topology.bind("amq.topic", "r", "k.7")
+    stats = topology.route_cache_stats()
+    assert (stats["route_cache_entries"], stats["route_cache_invalidations"]) == (len(keys) - 1, 1)
+    assert topology.route("amq.topic", "k.7") == frozenset({"q", "r"})
+    topology.unbind("amq.topic", "r", "k.7")
+    assert topology.route("amq.topic", "k.7") == frozenset({"q"})
+    assert topology.route("amq.topic", "k.8") == frozenset({"q"})
+
+
+def test_the_cache_stays_within_its_bound_of_routes_per_exchange():
+    from xroute.route_cache import TopologyRouteCache
+
+    cache = TopologyRouteCache(max_size=100, sweep_to=60, max_cells=1_000)
+    names = frozenset({"q"})
+    for i in range(1_000):
+        cache.keep("x", f"k{i}", names)
+        assert len(cache) <= 100 and cache.get("x", f"k{i}") is names
+    assert cache.get("x", "k0") is None and cache.stats()["route_cache_evictions"] > 0
+    wide = frozenset(f"q{i}" for i in range(400))
+    for i in range(10):
+        cache.keep("y", f"w{i}", wide)
+        assert cache.stats()["route_cache_cells"] <= 100 + 1_000 + 400
+    assert cache.get("y", "w9") is wide
 
 
 def test_bad_input_still_raises_typed_errors_with_the_cache():

@@ -21,8 +21,15 @@ tells the cache about every change, and the cache drops exactly the entries it m
 - a queue declared or deleted drops the route of its name through the default exchange (its
   bindings go through the rule above).
 
-Bounded like NATS's sublist cache (`ROUTE_CACHE_MAX`, swept oldest first down to
-`ROUTE_CACHE_SWEEP`).
+Most routes visit one exchange and look up no alternate: those are kept per exchange, as
+routing key -> queues (`own`, a dict of str to frozenset each), so a first route adds no new
+object the cyclic collector tracks (no tuple per entry), a repeated route allocates nothing,
+and a binding change finds the routes it may change in that exchange's dict alone (a literal
+binding key: one pop). Routes through several exchanges keep the names they visited
+(`entries`, indexed by exchange in `_through`).
+
+Bounded like NATS's sublist cache: at most `ROUTE_CACHE_MAX` routes per exchange (swept oldest
+first down to `ROUTE_CACHE_SWEEP`), and `ROUTE_CACHE_MAX_CELLS` queue names per exchange.
 """
 
 from __future__ import annotations
@@ -34,13 +41,18 @@ from typing import Any
 from xroute.engines.reference import pattern_matches
 from xroute.keys import split_words
 
-# At most this many routes are kept: with their keys and the frozensets (shared with nothing
-# else; about 90 names each in the benchmark) a few MB.
-ROUTE_CACHE_MAX = 8_192
-# When full, the oldest entries go until this many remain (one sweep per 2,048 misses).
-ROUTE_CACHE_SWEEP = 6_144
-# A binding change tests its key against at most this many cached routes (about 1 µs each);
-# beyond, every route through its exchange is dropped untested, so binding churn stays cheap.
+# At most this many routes are kept per exchange (and as many through several exchanges): a
+# working set of 50k keys stays warm (at 8,192 it missed on every route once it outgrew it,
+# 5-6 times slower than a 5k set). An entry is a dict slot and the key: about 100 bytes.
+ROUTE_CACHE_MAX = 65_536
+# When full, the oldest entries go until this many remain.
+ROUTE_CACHE_SWEEP = 49_152
+# Queue names summed over the cached routes: frozensets made for a route (a union of literal
+# and wildcard answers) are the cache's alone, 2.5M names is about 75 MB of them.
+ROUTE_CACHE_MAX_CELLS = 2_500_000
+# A wildcard binding change tests its key against at most this many cached routes of its
+# exchange (about 1 µs each); beyond, they are all dropped untested, so binding churn stays
+# cheap. A literal binding key (or a direct exchange's) drops only its own key's route.
 ROUTE_CACHE_PRECISE_SCAN = 256
 
 Entry = tuple[str, str]  # (exchange, routing key)
@@ -50,22 +62,41 @@ class TopologyRouteCache:
     """(exchange, routing key) -> queue names, for messages without headers; exact under change."""
 
     __slots__ = (
-        "max_size", "sweep_to", "hits", "misses", "evictions", "invalidations", "entries",
-        "_through",
+        "max_size", "sweep_to", "max_cells", "hits", "misses", "evictions", "invalidations",
+        "own", "entries", "_through", "_cells", "_own_cells",
     )
 
-    def __init__(self, max_size: int = ROUTE_CACHE_MAX, sweep_to: int = ROUTE_CACHE_SWEEP) -> None:
+    def __init__(self, max_size: int = ROUTE_CACHE_MAX, sweep_to: int = ROUTE_CACHE_SWEEP,
+                 max_cells: int = ROUTE_CACHE_MAX_CELLS) -> None:
         if not 0 <= sweep_to < max_size:
             raise ValueError(f"sweep_to={sweep_to} must be in [0, max_size={max_size})")
         self.max_size = max_size
         self.sweep_to = sweep_to
+        self.max_cells = max_cells
         self.hits = self.misses = self.evictions = self.invalidations = 0
-        # entry -> (queues, names of the exchanges its route visited or looked up): read by
-        # `Topology.route` itself, which counts the hits and misses (one call less a route)
+        # exchange -> {routing key -> queues} for routes that visited that exchange alone and
+        # looked up no alternate: read (and filled, `keep`) by `Topology.route` itself, which
+        # counts the hits and misses (one call less a route). Its dicts hold str keys and
+        # frozenset values: nothing per entry that the collector tracks.
+        self.own: dict[str, dict[str, frozenset[str]]] = {}
+        # entry -> (queues, names of the exchanges its route visited or looked up), for the
+        # other routes
         self.entries: dict[Entry, tuple[frozenset[str], tuple[str, ...]]] = {}
         # exchange name -> the entries whose route visited or looked it up (a dict as an
         # ordered set)
         self._through: dict[str, dict[Entry, None]] = {}
+        self._cells = 0  # queue names summed over `entries`
+        self._own_cells: dict[str, int] = {}  # ... and over each exchange's `own` routes
+
+    def get(self, exchange: str, routing_key: str) -> frozenset[str] | None:
+        """The cached route, or None (what `Topology.route` reads inline)."""
+        own = self.own.get(exchange)
+        if own is not None:
+            found = own.get(routing_key)
+            if found is not None:
+                return found
+        kept = self.entries.get((exchange, routing_key)) if self.entries else None
+        return kept[0] if kept is not None else None
 
     def put(
         self, exchange: str, routing_key: str, queues: frozenset[str], through: Sequence[str]
@@ -74,13 +105,16 @@ class TopologyRouteCache:
         names = (through[0],) if len(through) == 1 else tuple(dict.fromkeys(through))
         self.remember((exchange, routing_key), queues, names)
 
-    # hot: every first route of `Topology.route` (`xroute bench engines --shapes`)
     def remember(self, entry: Entry, queues: frozenset[str], names: tuple[str, ...]) -> None:
         """`put` with the entry made and ``names`` a tuple without repeats."""
+        if names == (entry[0],):
+            self.keep(entry[0], entry[1], queues)
+            return
         entries = self.entries
         if len(entries) >= self.max_size:
-            self._sweep()
+            self._sweep_entries()
         entries[entry] = (queues, names)
+        self._cells += len(queues)
         through = self._through
         for name in names:
             routes = through.get(name)
@@ -88,33 +122,79 @@ class TopologyRouteCache:
                 routes = through[name] = {}
             routes[entry] = None
 
-    def _sweep(self) -> None:
-        """Full: forget the oldest entries (dicts keep insertion order) down to `sweep_to`,
-        inlined (a call per entry was a third of the sweep, which every first route pays
-        for once the cache is full)."""
+    # hot: every first route of `Topology.route` (`xroute bench engines --shapes`)
+    def keep(self, exchange: str, routing_key: str, queues: frozenset[str]) -> None:
+        """Remember the route of a message that visited ``exchange`` alone."""
+        own = self.own.get(exchange)
+        if own is None:
+            own = self.own[exchange] = {}
+            self._own_cells[exchange] = 0
+        cells = self._own_cells[exchange] + len(queues)
+        if len(own) >= self.max_size or cells > self.max_cells:
+            cells = self._sweep_own(own) + len(queues)
+        own[routing_key] = queues
+        self._own_cells[exchange] = cells
+
+    def _sweep_own(self, own: dict[str, frozenset[str]]) -> int:
+        """An exchange's routes reached a bound: forget its oldest (dicts keep insertion
+        order) down to `sweep_to`, or while the names' bound is passed; the names left."""
+        drop = len(own) - self.sweep_to if len(own) >= self.max_size else 0
+        for old in list(islice(own, drop)):
+            del own[old]
+        cells = sum(len(queues) for queues in own.values())
+        while cells > self.max_cells // 2 and own:  # few keys of many names each
+            cells -= len(own.pop(next(iter(own))))
+            drop += 1
+        self.evictions += drop
+        return cells
+
+    def _sweep_entries(self) -> None:
+        """Full: forget the oldest entries down to `sweep_to`, inlined (a call per entry was a
+        third of the sweep)."""
         entries = self.entries
         through = self._through
         drop = len(entries) - self.sweep_to
+        cells = self._cells
         for old in list(islice(entries, drop)):
-            for name in entries.pop(old)[1]:
+            queues, names = entries.pop(old)
+            cells -= len(queues)
+            for name in names:
                 routes = through.get(name)
                 if routes is not None:
                     routes.pop(old, None)
+        self._cells = cells
         for name in [name for name, routes in through.items() if not routes]:
             del through[name]
         self.evictions += drop
 
     def binding_changed(self, source: str, exchange_type: str, binding_key: str) -> None:
         """A binding from exchange ``source`` was added or removed."""
+        words = split_words(binding_key) if exchange_type == "topic" else ()
+        literal = exchange_type == "direct" or (
+            exchange_type == "topic" and "*" not in words and "#" not in words
+        )
+        own = self.own.get(source)
+        if own:
+            if literal:  # it matches its own key alone
+                dropped = own.pop(binding_key, None)
+                if dropped is not None:
+                    self._own_cells[source] -= len(dropped)
+                    self.invalidations += 1
+            elif exchange_type == "topic" and len(own) <= ROUTE_CACHE_PRECISE_SCAN:
+                stale = [key for key in own if pattern_matches(words, split_words(key))]
+                for key in stale:
+                    self._own_cells[source] -= len(own.pop(key))
+                self.invalidations += len(stale)
+            else:
+                self._drop_own(source)
         routes = self._through.get(source)
         if not routes:
             return
-        if len(routes) > ROUTE_CACHE_PRECISE_SCAN or exchange_type not in ("topic", "direct"):
-            stale = list(routes)
-        elif exchange_type == "direct":
+        if literal:
             stale = [entry for entry in routes if entry[1] == binding_key]
+        elif len(routes) > ROUTE_CACHE_PRECISE_SCAN or exchange_type != "topic":
+            stale = list(routes)
         else:
-            words = split_words(binding_key)
             stale = [entry for entry in routes if pattern_matches(words, split_words(entry[1]))]
         for entry in stale:
             self._drop(entry)
@@ -122,6 +202,8 @@ class TopologyRouteCache:
 
     def exchange_changed(self, name: str) -> None:
         """Exchange ``name`` was declared or deleted."""
+        if name in self.own:
+            self._drop_own(name)
         stale = list(self._through.get(name, ()))
         for entry in stale:
             self._drop(entry)
@@ -129,24 +211,32 @@ class TopologyRouteCache:
 
     def queue_changed(self, name: str, default_exchange: str = "") -> None:
         """Queue ``name`` was declared or deleted: its route through the default exchange."""
+        own = self.own.get(default_exchange)
+        if own is not None and name in own:
+            self._own_cells[default_exchange] -= len(own.pop(name))
+            self.invalidations += 1
         if (default_exchange, name) in self.entries:
             self._drop((default_exchange, name))
             self.invalidations += 1
 
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""
+        self.own.clear()
+        self._own_cells.clear()
         self.entries.clear()
         self._through.clear()
+        self._cells = 0
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.entries) + sum(len(own) for own in self.own.values())
 
     def stats(self) -> dict[str, Any]:
         """Size, bound, hits, misses, hit rate, evictions and entries dropped by changes."""
         lookups = self.hits + self.misses
         return {
-            "route_cache_entries": len(self.entries),
+            "route_cache_entries": len(self),
             "route_cache_max": self.max_size,
+            "route_cache_cells": self._cells + sum(self._own_cells.values()),
             "route_cache_hits": self.hits,
             "route_cache_misses": self.misses,
             "route_cache_hit_rate": self.hits / lookups if lookups else 0.0,
@@ -154,8 +244,13 @@ class TopologyRouteCache:
             "route_cache_invalidations": self.invalidations,
         }
 
+    def _drop_own(self, exchange: str) -> None:
+        self.invalidations += len(self.own.pop(exchange))
+        del self._own_cells[exchange]
+
     def _drop(self, entry: Entry) -> None:
-        _, names = self.entries.pop(entry)
+        queues, names = self.entries.pop(entry)
+        self._cells -= len(queues)
         through = self._through
         for name in names:
             routes = through.get(name)

@@ -17,6 +17,7 @@ says where each recipe comes from:
 - ``literal``: 100k literal bindings (a direct-like topic exchange: a device, user or tenant
   each), keys of 3 words, 1 in 10 unbound.
 - ``seed-10k`` and ``seed-100k``: the seed articles' mix (`xroute.bench.workload`), 5-word keys.
+- ``mqtt`` (`SCALED_SHAPES`): 1M MQTT-style subscriptions, keys of 4-6 words, Zipf-skewed.
 """
 
 from __future__ import annotations
@@ -147,6 +148,45 @@ def seed_mix(count: int, keys: int = 3_000, seed: int = 0, queues: int = 100) ->
                  bindings, first, _stream(rng, first[:1_000], keys))
 
 
+def mqtt(subscriptions: int = 1_000_000, keys: int = 20_000, seed: int = 0) -> Shape:
+    """An MQTT-style fleet (issue 36), ``subscriptions`` in all: per site ``s{i}.*.temp``,
+    ``s{i}.floor{j}.#`` (3 floors) and literal ``s{i}.floor{j}.room{k}.temp`` (2 floors x 3
+    rooms), one client queue per site, and 100 ``*.*.alarm.{k}`` watchers; keys of 4 to 6
+    words whose sites follow a Zipf law (a few sites send most)."""
+    rng = random.Random(seed)
+    sites = max(1, (subscriptions - 100) // 10)
+    bindings = [(f"*.*.alarm.{k}", f"watch{k}") for k in range(100)]
+    for i in range(sites):
+        queue = f"c{i}"
+        bindings.append((f"s{i}.*.temp", queue))
+        bindings += [(f"s{i}.floor{j}.#", queue) for j in range(3)]
+        bindings += [(f"s{i}.floor{j}.room{k}.temp", queue) for j in range(2) for k in range(3)]
+
+    def key() -> str:
+        site = min(int(rng.paretovariate(1.1)) - 1, sites - 1) if rng.random() < 0.5 else (
+            rng.randrange(sites))
+        floor, room = rng.randrange(4), rng.randrange(5)
+        form = rng.randrange(4)
+        if form == 0:
+            return f"s{site}.floor{floor}.room{room}.temp"
+        if form == 1:
+            return f"s{site}.floor{floor}.alarm.{rng.randrange(120)}"
+        if form == 2:
+            return f"s{site}.floor{floor}.room{room}.temp.c{rng.randrange(10)}"
+        return f"s{site}.floor{floor}.room{room}.sensor{rng.randrange(9)}.temp.v"
+
+    seen: dict[str, None] = {}
+    for _ in range(20 * keys):
+        seen[key()] = None
+        if len(seen) >= keys:
+            break
+    first = list(seen)
+    weights = [1 / (rank + 1) for rank in range(min(1_000, len(first)))]  # Zipf over 1,000
+    repeat = rng.choices(first[:1_000], weights=weights, k=keys)
+    return Shape("mqtt", "issue 36: 1M MQTT-style subscriptions (EMQX's index: ~225 B each)",
+                 bindings, first, repeat)
+
+
 SHAPES: dict[str, Callable[[], Shape]] = {
     "unicast": unicast,
     "broadcast": broadcast,
@@ -156,4 +196,9 @@ SHAPES: dict[str, Callable[[], Shape]] = {
     "literal": literal,
     "seed-10k": lambda: seed_mix(10_000),
     "seed-100k": lambda: seed_mix(100_000, keys=1_500),
+}
+# Shapes measured by `xroute.bench.contact` only (minutes to build at full size), each built
+# at a scale (1.0: as the issue states it).
+SCALED_SHAPES: dict[str, Callable[[float], Shape]] = {
+    "mqtt": lambda scale: mqtt(max(1_000, int(1_000_000 * scale))),
 }

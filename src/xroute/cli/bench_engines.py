@@ -46,15 +46,29 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> lis
               metavar="[NAME,...]",
               help="The workloads other brokers benchmark (RabbitMQ 4.3, NATS, EMQX, fan-out, "
                    "literal, seed mix; issue 20): every path per shape, a few minutes.")
+@click.option("--contact/--no-contact", default=True, show_default=True,
+              help="With --shapes: first-time and repeated routes one by one with the "
+                   "collector on (mean/p50/p99/max), batches on new keys, and RabbitMQ's "
+                   "own route function in the node, in the same run (issue 36).")
+@click.option("--contact-only", is_flag=True, help="With --shapes: the contact part alone.")
+@click.option("--scale", type=click.FloatRange(0.001, 1.0), default=1.0, show_default=True,
+              help="Shrink the 1M-subscription MQTT shape (and the repeated routes) for a "
+                   "quick run.")
+@click.option("--rabbitmq/--no-rabbitmq", "with_rabbitmq", default=True, show_default=True,
+              help="Time RabbitMQ's route function (rabbitmqctl eval on this machine's node).")
 def engines(sizes: list[int] | None, out: Path, quick: bool, full: bool,
-            engine_list: str | None, paths: bool, shape_list: str | None) -> None:
+            engine_list: str | None, paths: bool, shape_list: str | None, contact: bool,
+            contact_only: bool, scale: float, with_rabbitmq: bool) -> None:
     """Time every topic engine and the Python peers on the seed workload.
 
     Every answer is checked against the reference engine before it is timed; peers' wrong
     routes are counted. Writes OUT/results.json and OUT/*.png.
     """
     if shape_list:
-        _shapes(shape_list, out, engine_list)
+        if not contact_only:
+            _shapes(shape_list, out, engine_list)
+        if contact or contact_only:
+            _contact(shape_list, out, scale, with_rabbitmq)
         return
     if paths:
         _paths(sizes, out, engine_list)
@@ -133,11 +147,14 @@ def _paths(sizes: list[int] | None, out: Path, engine_list: str | None) -> None:
 
 def _shapes(shape_list: str, out: Path, engine_list: str | None) -> None:
     from xroute.bench.experiments.common import CheckFailed
-    from xroute.bench.shapes import SHAPES
+    from xroute.bench.shapes import SCALED_SHAPES, SHAPES
     from xroute.bench.shapes_bench import ENGINES, markdown, run, targets
     from xroute.bench.shapes_plots import write_shape_plots
 
     names = list(SHAPES) if shape_list == "all" else [n.strip() for n in shape_list.split(",")]
+    names = [name for name in names if name not in SCALED_SHAPES]  # the contact part's alone
+    if not names:
+        return
     unknown = [name for name in names if name not in SHAPES]
     if unknown:
         raise click.BadParameter(f"unknown shape(s) {unknown}; known: {', '.join(SHAPES)}",
@@ -169,3 +186,32 @@ def _shapes(shape_list: str, out: Path, engine_list: str | None) -> None:
             click.echo(f"{entry['shape']:<10} {target['measure']:<20} goal {target['goal']:>12,} "
                        f"measured {target['value']:>14,.3f}  {mark}")
     click.echo(f"wrote {out / 'results.json'}, REPORT.md and {len(plots)} plot(s)")
+
+
+def _contact(shape_list: str, out: Path, scale: float, with_rabbitmq: bool) -> None:
+    from xroute.bench.contact import CONTACT_SHAPES, run
+    from xroute.bench.contact_plots import markdown, write_contact_plot
+    from xroute.bench.shapes import SCALED_SHAPES, SHAPES
+
+    names = list(CONTACT_SHAPES) if shape_list == "all" else [
+        n.strip() for n in shape_list.split(",") if n.strip()]
+    unknown = [name for name in names if name not in SHAPES and name not in SCALED_SHAPES]
+    if unknown:
+        raise click.BadParameter(f"unknown shape(s) {unknown}", param_hint="--shapes")
+    began = time.perf_counter()
+
+    def report(line: str) -> None:
+        click.echo(f"[{time.perf_counter() - began:7.1f} s] {line}", err=True)
+
+    out.mkdir(parents=True, exist_ok=True)
+
+    def keep(results: dict) -> None:
+        results["meta"]["seconds"] = round(time.perf_counter() - began, 1)
+        (out / "contact.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+
+    results = run(tuple(names), scale=scale, rabbitmq=with_rabbitmq, report=report, done=keep)
+    write_contact_plot(results, out)
+    table = markdown(results)
+    (out / "CONTACT.md").write_text(table)
+    click.echo(table)
+    click.echo(f"wrote {out / 'contact.json'}, CONTACT.md and contact.png")

@@ -62,6 +62,12 @@ AUTO_FLATTEN_AFTER = 4096
 # key per this many trie nodes: EMQX's 80k filters are 160k nodes, a 0.4-s flattening that made
 # a fresh matcher's first batch of 8,000 keys 2.4 times slower than the plain trie walk.
 AUTO_FLATTEN_NODES_PER_KEY = 8
+# ... and after a key per this many literal bindings: their exact-key table costs about 1 µs a
+# key to make, half what a new key costs through the memo and the shapes (the kernel's key
+# costs a tenth of either), so NATS's 37k subjects
+# made a fresh matcher's first batch of 8,000 keys 2 times slower than single first routes,
+# and 100k literal bindings 3 times.
+AUTO_FLATTEN_LITERALS_PER_KEY = 2
 # Keys of the batch that flattens the trie also walked through the DFA: see `_warm_dfa`.
 AUTO_WARM_KEYS = 2048
 # ... for at most this share of the time the flattening took: on keys that build a state each
@@ -69,14 +75,14 @@ AUTO_WARM_KEYS = 2048
 # Less warming leaves single keys after a batch to build those states (at 10k seed-mix
 # bindings, 0.25 made unique keys 1.2-1.5 times slower through `match_many`).
 AUTO_WARM_SHARE = 0.5
-# The memo's bounds. Entries: about 200 bytes each with the key (3 MB). Cells (destinations
+# The memo's bounds. Entries: about 200 bytes each with the key (13 MB). Cells (destinations
 # summed over entries): the frozensets are mostly the DFA's own, shared, but after a DFA reset
 # the memo alone keeps them alive, so their size is bounded: 2.5M cells is about 75 MB of
 # frozensets, room for about 1,100 keys of 2,250 queues each (100k seed bindings), as many
 # cells as the route cache of `trie` and `compiled` holds there (1,024 keys).
 # When either is reached the oldest quarter is forgotten (a refill is one DFA walk per key):
 # forgetting half left the memo half empty on average, behind that route cache.
-AUTO_MEMO_MAX_KEYS = 16_384
+AUTO_MEMO_MAX_KEYS = 65_536  # at 16,384 a working set of 50k keys ran 7 times slower than 5k
 AUTO_MEMO_MAX_CELLS = 2_500_000
 # Keys that never repeat would make the memo pure upkeep: a lookup that misses costs the key's
 # hash, a seventh of a warm DFA walk, and keeping it a quarter more. So every AUTO_MEMO_PROBE
@@ -123,6 +129,11 @@ class AutoEngine(BatchKernel, DfaEngine):
         # The wildcard bindings of destinations bound with '#' are kept out of all of them
         # (xroute.engines.catch_all): such a destination is in every answer already.
         self._shadow: CatchAllShadow | None = CatchAllShadow()
+        # Destinations whose last catch-all binding went, whose other wildcard patterns go
+        # back into the trie and the shapes on the next read (`_unshadow`), not at once:
+        # removing 100k bindings of the seed mix, each queue's '#' among the first, put 60k
+        # patterns back only to remove them again (3 s, against 0.6 s for `trie`).
+        self._unshadowed: set[Hashable] = set()
 
     def add(self, words: Words, destination: Hashable) -> None:
         shadow = self._shadow
@@ -133,10 +144,17 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._add_wildcard(words, destination)
         elif is_catch_all(words):
             self._add_wildcard(words, destination)
-            # Covered from now on: its other wildcard bindings leave the trie and the shapes.
-            self._move(shadow.bind_catch_all(destination), destination, self._remove_wildcard)
+            # Covered from now on: its other wildcard bindings leave the trie and the shapes
+            # (unless they were still waiting to go back in).
+            patterns = shadow.bind_catch_all(destination)
+            if destination in self._unshadowed:
+                self._unshadowed.discard(destination)
+            else:
+                self._move(patterns, destination, self._remove_wildcard)
         elif shadow.bind(words, destination):
             return  # shadowed by a catch-all binding of the destination: no answer changes
+        elif destination in self._unshadowed:
+            pass  # goes into the trie with the destination's others (`_unshadow`)
         else:
             self._add_wildcard(words, destination)
         self._changed()
@@ -150,9 +168,12 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._remove_wildcard(words, destination)
         elif is_catch_all(words):
             self._remove_wildcard(words, destination)
-            self._move(shadow.unbind_catch_all(destination), destination, self._add_wildcard)
+            if shadow.unbind_catch_all(destination):  # its others go back in on the next read
+                self._unshadowed.add(destination)
         elif shadow.unbind(words, destination):
             return  # it was shadowed: no answer changes
+        elif destination in self._unshadowed:
+            pass  # it had not gone back into the trie: forgetting it in the shadow is all
         else:
             self._remove_wildcard(words, destination)
         self._changed()
@@ -170,6 +191,15 @@ class AutoEngine(BatchKernel, DfaEngine):
     def _remove_wildcard(self, words: Words, destination: Hashable) -> None:
         super().remove(words, destination)
         self._shapes.remove(words, destination)
+
+    def _unshadow(self) -> None:
+        """Before a read: the wildcard patterns of destinations that lost their last
+        catch-all binding go back into the trie and the shapes."""
+        pending, self._unshadowed = self._unshadowed, set()
+        for destination in pending:
+            self._move(self._shadow.patterns(destination),  # type: ignore[union-attr]
+                       destination, self._add_wildcard)
+        self._changed()
 
     def _move(self, patterns: list[Words], destination: Hashable, how: Any) -> None:
         """Put a destination's shadowed ``patterns`` into, or take them out of, the trie and
@@ -189,6 +219,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             return found
         # The DFA walk of `DfaEngine.match`, inlined: a second Python call per miss cost as
         # much as the memo's whole upkeep. (Walks are counted for the DFA's own bounds.)
+        if self._unshadowed:
+            self._unshadow()
         if self._by_shape is not None:
             found = self._by_shape(key)
         elif self._bypass:
@@ -234,6 +266,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             if not matches & 1023:
                 self._check_pause(matches)
             return found
+        if self._unshadowed:
+            self._unshadow()
         if self._by_shape is not None:
             found = self._by_shape(key)
             return self._literal.combine(key, found) if key in self._literal_keys else found
@@ -260,12 +294,16 @@ class AutoEngine(BatchKernel, DfaEngine):
     def match_wildcards(self, key: str) -> frozenset:
         """The destinations of the bindings with wildcards that match a valid key: by shape or
         by the DFA walk, no memo, no literal bindings (see `TopicMatcher.wildcard_matcher`)."""
+        if self._unshadowed:
+            self._unshadow()
         by_shape = self._by_shape
         return by_shape(key) if by_shape is not None else DfaEngine.match(self, key)
 
     def wildcard_function(self) -> Any:
         """`match_wildcards` as it stands until the next binding change: the shape index's
         own function while it is used (one Python call less on every first route)."""
+        if self._unshadowed:
+            self._unshadow()
         return self._by_shape or self.match_wildcards
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:
@@ -277,6 +315,8 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
         # None hands the batch back to TopicMatcher's generic path (match_many, flattened).
+        if self._unshadowed:
+            self._unshadow()
         size = len(keys)
         current = self._flat if self._by_shape is None else self._flat_shapes
         if (size >= AUTO_BATCH_MIN or (size >= AUTO_BATCH_MIN_FLAT and current is not None)
@@ -373,7 +413,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._batch_keys_since_change += keys
         if current:
             return True
-        bar = AUTO_FLATTEN_AFTER
+        bar = max(AUTO_FLATTEN_AFTER, len(self._literal_keys) // AUTO_FLATTEN_LITERALS_PER_KEY)
         if self._by_shape is not None:
             bar = max(bar, self._nodes // AUTO_FLATTEN_NODES_PER_KEY)
         return self._batch_keys_since_change >= bar

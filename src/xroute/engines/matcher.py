@@ -28,6 +28,9 @@ from xroute.keys import (
 )
 
 DEFAULT_ENGINE = "auto"
+# A batch's distinct answer of at most this many destinations becomes ids as a Python list
+# (see `TopicMatcher._flatten`); a larger one as an array.
+FLATTEN_LIST_MAX = 64
 
 
 class TopicMatcher:
@@ -148,7 +151,10 @@ class TopicMatcher:
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
         """`match` for every key, in the same order."""
-        keys = [check_routing_key(key) for key in keys]
+        return self._match_checked([check_routing_key(key) for key in keys])
+
+    def _match_checked(self, keys: list[str]) -> list[frozenset]:
+        """`match_many` of keys validated already (a batch's, by `_batch_keys`)."""
         cache = self._cache
         if cache is None or getattr(self._engine, "batch_native", False):
             return self._engine.match_many(keys)
@@ -178,7 +184,7 @@ class TopicMatcher:
                 return found
         if not isinstance(keys, list):
             keys = keys.to_pylist()
-        return self._flatten(self.match_many(keys))
+        return self._flatten(self._match_checked(keys))
 
     def destinations(self) -> list[Any]:
         """The destination of each id that `match_many_ids` returns (a fresh list).
@@ -242,24 +248,40 @@ class TopicMatcher:
 
     def _flatten(self, results: list[frozenset]) -> tuple[np.ndarray, np.ndarray]:
         # Engines that remember (dfa, auto's memo, bitmap, the route cache) hand the same
-        # frozenset to every key that ends alike: each distinct set becomes an id array once,
-        # and the batch is one concatenation (turning each key's set into ids one by one was
-        # 29 times slower than `dfa.match_many` itself).
+        # frozenset to every key that ends alike: each distinct set becomes ids once. A small
+        # set's ids are a list, extended onto one list of the batch (an array per set cost
+        # 1-2 µs: on keys that each end in a set of their own, such as a device per key, that
+        # was most of a first batch); a large set's an array, concatenated (a broadcast's
+        # 10k ids a key would be slow as Python ints).
         id_of = self._id_of
-        arrays: dict[int, np.ndarray] = {}  # id() of a set kept alive by ``results``
-        parts: list[np.ndarray] = []
-        append = parts.append
+        kept: dict[int, Any] = {}  # id() of a set kept alive by ``results`` -> its ids
+        parts: list[np.ndarray] = []  # runs of small sets' ids and large sets' arrays
+        run: list[int] = []
+        sizes = np.fromiter(map(len, results), dtype=np.int64, count=len(results))
         for found in results:
-            array = arrays.get(id(found))
-            if array is None:
-                array = arrays[id(found)] = np.fromiter(
-                    [id_of[d] for d in found], dtype=np.int32, count=len(found)
-                )
-            append(array)
+            if len(found) == 1:  # a device, a user: most often a set of its own
+                for one in found:
+                    run.append(id_of[one])
+                continue
+            ids = kept.get(id(found))
+            if ids is None:
+                if len(found) <= FLATTEN_LIST_MAX:
+                    ids = kept[id(found)] = [id_of[d] for d in found]
+                else:
+                    ids = kept[id(found)] = np.fromiter(
+                        [id_of[d] for d in found], dtype=np.int32, count=len(found))
+            if type(ids) is list:
+                run += ids
+            else:
+                if run:
+                    parts.append(np.array(run, dtype=np.int32))
+                    run = []
+                parts.append(ids)
+        if run or not parts:
+            parts.append(np.array(run, dtype=np.int32))
         offsets = np.zeros(len(results) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
-        ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        return offsets, ids
+        np.cumsum(sizes, out=offsets[1:])
+        return offsets, parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _hashable(destination: Any) -> Any:

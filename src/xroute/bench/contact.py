@@ -1,0 +1,277 @@
+"""First contact and tails, against RabbitMQ's own route function in the same run (issue 36).
+
+``xroute bench engines --shapes --contact`` runs this. Per shape, in a process of its own:
+
+- xroute as a service runs it: Python's collector **on**, no ``gc.freeze()``, and an earlier
+  topology of the same shape still alive. The topology is built binding by binding (its
+  rate and the memory it took, from the process's resident size, are recorded); then
+  `Topology.route` on keys it has not seen, each timed alone, and repeated routes, each
+  timed alone: mean, p50, p99 and max, so that one stall shows in the mean and the max;
+- batches: a fresh matcher's `match_many_ids` on the new keys (an Arrow array), then warm
+  batches; `BatchRouter.route` the same on a fresh router. Output-bound shapes (a broadcast)
+  are also given in destination ids a second;
+- RabbitMQ 3.10.8's ``rabbit_exchange_type_topic:route/2`` on the same bindings and keys,
+  timed in the node (`xroute.bench.broker_route`), and the ratios.
+
+`goals` judges each shape against the issue's ratios. Nothing here turns the collector off;
+where a figure needed that, it would say so.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import resource
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+
+from xroute.batch import BatchRouter
+from xroute.bench.experiments.machine import load_average
+from xroute.bench.shapes import SCALED_SHAPES, SHAPES, Shape
+from xroute.engines import TopicMatcher
+
+EXCHANGE = "bench"
+CONTACT_SHAPES = ("unicast", "broadcast", "nats", "emqx", "seed-10k", "seed-100k", "literal",
+                  "mqtt")
+FIRST_KEYS = 20_000  # first-time routes timed one by one (fewer if the shape has fewer)
+REPEATS = 1_000_000  # repeated routes timed one by one, times the scale
+RABBIT_KEYS = 2_000  # keys RabbitMQ routes per pass (broadcast: `RABBIT_FANOUT_KEYS`)
+RABBIT_FANOUT_KEYS = 50
+RABBIT_MAX_BINDINGS = 100_000  # it binds 2-4k a second: a larger shape is bound scaled down
+WARM_BATCHES = 8
+BATCH = 4_096  # keys a batch
+# The issue's goals, as ratios within one run.
+GOAL_VS_RABBIT = 20.0
+GOAL_VS_RABBIT_BROADCAST = 200.0
+GOAL_P99_OVER_P50 = 5.0
+GOAL_MEAN_OVER_P50 = 2.0
+GOAL_WARM_BATCH = 10.0
+GOAL_IDS_PER_S = 31e6  # RabbitMQ 4.3's published fan-out figure, destination ids a second
+RABBITMQ_43 = {"unicast_routes_per_s": 460_000, "broadcast_route_ms": 0.6,
+               "source": "RabbitMQ 4.3 release notes / PR #15619, their machine"}
+
+
+def shape_at(name: str, scale: float) -> Shape:
+    """The shape ``name``; a scaled one (`SCALED_SHAPES`) at ``scale``."""
+    if name in SCALED_SHAPES:
+        return SCALED_SHAPES[name](scale)
+    return SHAPES[name]()
+
+
+def tails(nanos: list[int]) -> dict[str, float]:
+    """mean, p50, p99 and max in µs of per-call times in ns."""
+    ordered = sorted(nanos)
+    size = len(ordered)
+    return {"mean_us": statistics.fmean(ordered) / 1e3, "p50_us": ordered[size // 2] / 1e3,
+            "p99_us": ordered[min(size - 1, int(size * 0.99))] / 1e3,
+            "max_us": ordered[-1] / 1e3, "count": size}
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def _topology(shape: Shape) -> Any:
+    from xroute.topology import Topology
+
+    topology = Topology()
+    topology.declare_exchange(EXCHANGE, "topic")
+    for queue in shape.queues:
+        topology.declare_queue(queue)
+    for pattern, queue in shape.bindings:
+        topology.bind(EXCHANGE, queue, pattern)
+    return topology
+
+
+def _timed_one_by_one(call: Any, keys: list[str]) -> list[int]:
+    clock = time.perf_counter_ns
+    spent = []
+    append = spent.append
+    for key in keys:
+        began = clock()
+        call(EXCHANGE, key)
+        append(clock() - began)
+    return spent
+
+
+def _rate(call: Any, batch: Any, size: int) -> float:
+    began = time.perf_counter()
+    call(batch)
+    return size / (time.perf_counter() - began)
+
+
+def _batches(keys: list[str]) -> list[Any]:
+    return [pa.array(keys[i:i + BATCH], pa.string()) for i in range(0, len(keys), BATCH)]
+
+
+def measure_xroute(name: str, scale: float) -> dict[str, Any]:
+    """Every xroute measure of shape ``name``, in this process (collector on, no freeze)."""
+    from xroute.engines.warm import warm
+
+    warm()  # numba's kernels loaded: no measure pays for the first compile
+    return measure_shape(shape_at(name, scale), max(10_000, int(REPEATS * scale)))
+
+
+def measure_shape(shape: Shape, repeats: int) -> dict[str, Any]:
+    """`measure_xroute` of a shape, ``repeats`` repeated routes."""
+    first = shape.first_keys[:FIRST_KEYS]
+    entry: dict[str, Any] = {"shape": shape.name, "bindings": len(shape.bindings),
+                             "queues": len(shape.queues), "fanout": shape.fanout,
+                             "collector": gc.isenabled(), "load": load_average()}
+    earlier = _topology(shape)  # as a service has it: an earlier topology, alive
+    for key in first[:1_000]:
+        earlier.route(EXCHANGE, key)
+    before = _rss_bytes()
+    began = time.perf_counter()
+    topology = _topology(shape)
+    build_s = time.perf_counter() - began
+    entry["bind_per_s"] = len(shape.bindings) / build_s
+    entry["bytes_per_binding"] = max(0, _rss_bytes() - before) / len(shape.bindings)
+    # First-time routes, one by one; a broadcast's distinct keys are few: routed in turn.
+    entry["route_first"] = tails(_timed_one_by_one(topology.route, first))
+    stream = (shape.repeat_keys * (repeats // len(shape.repeat_keys) + 1))[:repeats]
+    entry["route_repeat"] = tails(_timed_one_by_one(topology.route, stream))
+    first_rate = 1e6 / entry["route_first"]["mean_us"]
+    # Batches on new keys: a fresh matcher of the shape (queue names as destinations).
+    matcher = TopicMatcher()
+    for pattern, queue in shape.bindings:
+        matcher.add(pattern, queue)
+    batches = _batches(first)
+    rates, ids = [], 0
+    for batch in batches:
+        began = time.perf_counter()
+        offsets, _ = matcher.match_many_ids(batch)
+        rates.append(len(batch) / (time.perf_counter() - began))
+        ids += int(offsets[-1])
+    entry["ids_first_pass_per_s"] = len(first) / sum(len(b) / r for b, r in zip(batches, rates))
+    for _ in range(WARM_BATCHES):
+        for batch in batches:
+            matcher.match_many_ids(batch)
+    began = time.perf_counter()
+    for batch in batches:
+        matcher.match_many_ids(batch)
+    spent = time.perf_counter() - began
+    entry["ids_warm_per_s"] = len(first) / spent
+    entry["ids_warm_destinations_per_s"] = ids / spent
+    del matcher
+    router = BatchRouter(topology)
+    began = time.perf_counter()
+    for batch in batches:
+        router.route(EXCHANGE, batch)
+    entry["router_first_pass_per_s"] = len(first) / (time.perf_counter() - began)
+    for _ in range(WARM_BATCHES):
+        for batch in batches:
+            router.route(EXCHANGE, batch)
+    began = time.perf_counter()
+    for batch in batches:
+        router.route(EXCHANGE, batch)
+    entry["router_warm_per_s"] = len(first) / (time.perf_counter() - began)
+    entry["ratios"] = {
+        "ids_first_over_route_first": entry["ids_first_pass_per_s"] / first_rate,
+        "router_first_over_route_first": entry["router_first_pass_per_s"] / first_rate,
+        "ids_warm_over_route_first": entry["ids_warm_per_s"] / first_rate,
+        "router_warm_over_route_first": entry["router_warm_per_s"] / first_rate,
+    }
+    for what in ("route_first", "route_repeat"):
+        figures = entry[what]
+        entry["ratios"][f"{what}_p99_over_p50"] = figures["p99_us"] / figures["p50_us"]
+        entry["ratios"][f"{what}_mean_over_p50"] = figures["mean_us"] / figures["p50_us"]
+    del earlier
+    return entry
+
+
+def measure_rabbitmq(name: str, scale: float) -> dict[str, Any]:
+    """RabbitMQ's route function on the shape (scaled down past `RABBIT_MAX_BINDINGS`)."""
+    from xroute.bench.broker_route import measure
+
+    shape = shape_at(name, scale)
+    bindings = shape.bindings
+    if len(bindings) > RABBIT_MAX_BINDINGS and name in SCALED_SHAPES:
+        shape = shape_at(name, scale * RABBIT_MAX_BINDINGS / len(bindings))
+        bindings = shape.bindings
+    keys = shape.first_keys[:RABBIT_FANOUT_KEYS if shape.fanout else RABBIT_KEYS]
+    found = measure(bindings, keys)
+    found["load"] = load_average()
+    return found
+
+
+def _in_own_process(call: Any, *args: Any) -> Any:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(call, *args).result()
+
+
+def run(shapes: tuple[str, ...] = CONTACT_SHAPES, scale: float = 1.0, rabbitmq: bool = True,
+        report: Any = lambda line: None, done: Any = lambda results: None) -> dict[str, Any]:
+    """The whole experiment: ``{"meta", "contact": [...]}``, each entry judged by `goals`;
+    ``done`` is given the results so far after each shape (a long run keeps what it has)."""
+    found: list[dict[str, Any]] = []
+    results = {"meta": {"experiment": "contact", "scale": scale, "load_before": load_average(),
+                        "python": sys.version.split()[0], "rabbitmq_4_3": RABBITMQ_43,
+                        "machine": _machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z")},
+               "contact": found}
+    for name in shapes:
+        report(f"contact {name}: xroute (collector on, an earlier topology alive)")
+        entry = _in_own_process(measure_xroute, name, scale)
+        if rabbitmq:
+            report(f"contact {name}: RabbitMQ's route function in the node")
+            try:
+                entry["rabbitmq"] = measure_rabbitmq(name, scale)
+            except Exception as error:  # a broker-side failure is reported, not fatal
+                entry["rabbitmq"] = {"error": str(error)[-500:]}
+        entry["goals"] = goals(entry)
+        found.append(entry)
+        results["meta"]["load_after"] = load_average()
+        done(results)
+    return results
+
+
+def _machine() -> str:
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{model or 'unknown CPU'}, {os.cpu_count()} cores"
+
+
+def goals(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's goals for one shape: (goal, wanted, measured, met)."""
+    ratios = entry["ratios"]
+    judged = []
+
+    def judge(goal: str, wanted: float, measured: float, higher: bool = True) -> None:
+        judged.append({"goal": goal, "wanted": wanted, "measured": measured,
+                       "met": measured >= wanted if higher else measured <= wanted})
+
+    rabbit = entry.get("rabbitmq", {})
+    if "route_us" in rabbit:
+        wanted = GOAL_VS_RABBIT_BROADCAST if entry["fanout"] else GOAL_VS_RABBIT
+        entry["ratios"]["rabbitmq_over_route_first_mean"] = (
+            rabbit["route_us"] / entry["route_first"]["mean_us"])
+        judge("first route vs RabbitMQ (mean)", wanted,
+              ratios["rabbitmq_over_route_first_mean"])
+        entry["ratios"]["bind_over_rabbitmq"] = entry["bind_per_s"] / rabbit["bind_per_s"]
+    for what in ("route_first", "route_repeat"):
+        judge(f"{what} p99/p50", GOAL_P99_OVER_P50, ratios[f"{what}_p99_over_p50"], False)
+        judge(f"{what} mean/p50", GOAL_MEAN_OVER_P50, ratios[f"{what}_mean_over_p50"], False)
+    judge("match_many_ids first pass / first routes", 1.0, ratios["ids_first_over_route_first"])
+    judge("BatchRouter first pass / first routes", 1.0, ratios["router_first_over_route_first"])
+    if entry["fanout"]:
+        judge("match_many_ids warm, destination ids/s", GOAL_IDS_PER_S,
+              entry["ids_warm_destinations_per_s"])
+    else:
+        judge("match_many_ids warm / first routes", GOAL_WARM_BATCH,
+              ratios["ids_warm_over_route_first"])
+        judge("BatchRouter warm / first routes", GOAL_WARM_BATCH,
+              ratios["router_warm_over_route_first"])
+    return judged

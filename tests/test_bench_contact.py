@@ -1,0 +1,75 @@
+"""`xroute.bench.contact` and `xroute.bench.broker_route` (issue 36): what they measure is
+what they say, checked against `reference` and against RabbitMQ itself; no timing asserted."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from xroute.bench import broker_route, contact
+from xroute.bench.shapes import Shape, mqtt
+from xroute.engines import TopicMatcher
+
+
+def _small() -> Shape:
+    shape = mqtt(2_000, keys=300)
+    shape.first_keys = shape.first_keys[:300]
+    return shape
+
+
+def test_mqtt_shape_has_the_issue_patterns_and_distinct_keys_of_four_to_six_words():
+    shape = mqtt(10_100, keys=2_000)
+    assert len(shape.bindings) == 10_100
+    patterns = {p for p, _ in shape.bindings}
+    assert {"s0.*.temp", "s0.floor2.#", "s0.floor1.room2.temp", "*.*.alarm.99"} <= patterns
+    assert len(set(shape.first_keys)) == len(shape.first_keys) == 2_000
+    assert all(4 <= key.count(".") + 1 <= 6 for key in shape.first_keys)
+    assert mqtt(10_100, keys=2_000).first_keys == shape.first_keys  # seeded
+
+
+def test_contact_measures_with_the_collector_on_and_routes_what_reference_routes():
+    shape = _small()
+    assert gc.isenabled()
+    entry = contact.measure_shape(shape, repeats=2_000)
+    assert entry["collector"] is True and gc.isenabled()
+    assert entry["route_first"]["count"] == 300 and entry["route_repeat"]["count"] == 2_000
+    for what in ("route_first", "route_repeat"):
+        figures = entry[what]
+        assert 0 < figures["p50_us"] <= figures["p99_us"] <= figures["max_us"]
+    judged = contact.goals(entry)
+    assert {g["goal"] for g in judged} >= {"route_first p99/p50", "BatchRouter first pass / "
+                                           "first routes"}
+    # The topology the contact bench routes through answers as reference does.
+    truth = TopicMatcher(engine="reference")
+    for pattern, queue in shape.bindings:
+        truth.add(pattern, queue)
+    topology = contact._topology(shape)
+    assert all(topology.route(contact.EXCHANGE, key) == truth.match(key)
+               for key in shape.first_keys[:100])
+
+
+def test_tails_are_mean_p50_p99_and_max_in_microseconds():
+    figures = contact.tails([1_000] * 98 + [5_000, 100_000])
+    assert figures == {"mean_us": pytest.approx(2.03), "p50_us": 1.0, "p99_us": 100.0,
+                       "max_us": 100.0, "count": 100}
+
+
+def test_rabbitmq_route_function_routes_as_xroute_does():
+    """RabbitMQ's route/2 in the machine's node matches, over the keys, as many bindings as
+    reference does (route/2 lists a destination once per matched binding; the shape binds
+    several patterns of a site to one client queue, each such a fanout exchange there)."""
+    if broker_route.rabbitmqctl() is None:
+        pytest.skip("rabbitmqctl is not installed on this machine")
+    shape = mqtt(1_100, keys=200)
+    try:
+        found = broker_route.measure(shape.bindings, shape.first_keys, passes=1)
+    except broker_route.BrokerRouteFailed as error:
+        if "nodedown" in str(error) or "unable to connect" in str(error).lower():
+            pytest.skip(f"no RabbitMQ node answers rabbitmqctl here: {error}")
+        raise
+    truth = TopicMatcher(engine="reference")
+    for pattern, queue in shape.bindings:
+        truth.add(pattern, (pattern, queue))
+    assert found["routed"] == sum(len(truth.match(key)) for key in shape.first_keys)
+    assert found["bindings"] == 1_100 and found["route_us"] > 0
