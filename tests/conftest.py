@@ -151,6 +151,54 @@ def spark_connect(connect_session, monkeypatch: pytest.MonkeyPatch):
     return connect_session
 
 
+# Under pytest-xdist (`make test`: ``-n 2 --dist loadgroup``) the tests that hold a JVM or a
+# service (markers spark, s3, cluster: all in these folders) run in one worker, in order, so
+# that the run starts one Spark session, one Connect server, one SeaweedFS and one split
+# cluster, as without xdist; every other test is its own unit, spread over the workers.
+JVM_FOLDERS = ("tests/pipeline/", "tests/services/")
+JVM_GROUP = "jvm"
+
+
+def jvm_scope(nodeid: str) -> str:
+    """The xdist work unit of a test: `JVM_GROUP` for the tests of `JVM_FOLDERS`, else the test."""
+    return JVM_GROUP if nodeid.startswith(JVM_FOLDERS) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With ``--dist loadgroup``, xdist's load-by-scope scheduler with `jvm_scope` as the scope.
+
+    xdist's own loadgroup reads ``xdist_group`` marks through a suffix it writes to
+    ``item._nodeid``, which pytest 9 no longer reads (the node id comes from ``item._id``):
+    every test then went its own way and each worker started its own Spark. The controller
+    sees node ids only, so the group is told by folder."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class JvmGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return jvm_scope(nodeid)
+
+    return JvmGroupScheduling(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker, hand the start-up times to the controller, which reports them."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["xroute_startup_seconds"] = dict(_STARTUP_SECONDS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """In the xdist controller: gather each worker's service start-up times."""
+    output = getattr(node, "workeroutput", None) or {}
+    for name, seconds in output.get("xroute_startup_seconds", {}).items():
+        worker = getattr(getattr(node, "gateway", None), "id", "worker")
+        _STARTUP_SECONDS[f"{name} [{worker}]"] = seconds
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Report how long each service fixture took to start, with the machine's cores and load
     average as measured now."""

@@ -141,8 +141,9 @@ def test_connect_server_killed_mid_batch_then_restarted_loses_and_doubles_nothin
 
     first_server = ConnectServer(tmp_path / "server-1").start()
     try:
-        # The client retries a lost server for XROUTE_CONNECT_PATIENCE_S, then fails.
-        patience = {"XROUTE_CONNECT_PATIENCE_S": "5"}
+        # The client retries a lost server for XROUTE_CONNECT_PATIENCE_S, then fails: 1 s
+        # here (at 5 s it took 37 s to exit, pyspark's backoff of 5 retries, 50 ms x4 each).
+        patience = {"XROUTE_CONNECT_PATIENCE_S": "1"}
         crash = Crash(tmp_path, str(tmp_path / "out"), ["--remote", first_server.url], patience)
         killed_in = crash.run_until_mid_batch(first_server.kill, exit_wait_s=300)
     finally:
