@@ -22,8 +22,14 @@ run: $(STAMP)
 		--messages data/sample/messages.parquet --out data/sample-routed --overwrite \
 		--keep-columns sent_at
 
+# Two pytest-xdist workers: the tests that hold a JVM or a service (markers spark, s3,
+# cluster) run in one of them, in order, on one Spark session, one Connect server, one
+# SeaweedFS and one split cluster; the rest are shared out. --durations: the slowest tests.
+TEST_WORKERS ?= 2
+TEST_ARGS    ?= -n $(TEST_WORKERS) --dist loadgroup --durations=25
+
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(TEST_ARGS)
 
 conformance: $(STAMP)
 	@bash scripts/conformance.sh

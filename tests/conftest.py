@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -149,6 +152,80 @@ def spark_connect(connect_session, monkeypatch: pytest.MonkeyPatch):
     a test run also holds a classic session, so the variable is set for this test only."""
     monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
     return connect_session
+
+
+# Under pytest-xdist (`make test`: ``-n 2 --dist loadgroup``) the tests that hold a JVM or a
+# service (markers spark, s3, cluster) run in one worker, in order, so that the run starts one
+# Spark session, one Connect server, one SeaweedFS and one split cluster, as without xdist;
+# every other test is its own unit, spread over the workers. xdist's controller sees node ids
+# only, not markers: a module whose text marks a test so goes whole to that worker.
+JVM_MARKERS = ("spark", "s3", "cluster")
+JVM_GROUP = "jvm"
+_ROOT = Path(__file__).resolve().parents[1]
+_JVM_MARK = re.compile(r"pytest\.mark\.(?:%s)\b" % "|".join(JVM_MARKERS))
+
+
+@functools.cache
+def jvm_module(path: str) -> bool:
+    """Whether the test module at ``path`` (relative to the checkout) marks a test spark, s3
+    or cluster."""
+    try:
+        return bool(_JVM_MARK.search((_ROOT / path).read_text()))
+    except OSError:
+        return False
+
+
+def jvm_scope(nodeid: str) -> str:
+    """The xdist work unit of a test: `JVM_GROUP` for the tests of a `jvm_module`, else the
+    test itself."""
+    return JVM_GROUP if jvm_module(nodeid.split("::", 1)[0]) else nodeid
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A test marked spark, s3 or cluster whose module's text does not say so (a marker set by
+    a hook, say) would get a JVM of its own under xdist: refuse the run, saying why."""
+    marked = any(item.get_closest_marker(name) for name in JVM_MARKERS)
+    if marked and jvm_scope(item.nodeid) != JVM_GROUP:
+        raise pytest.UsageError(
+            f"{item.nodeid} is marked {'/'.join(JVM_MARKERS)} but its module's text has no "
+            "'pytest.mark.spark' (or s3, cluster): tests/conftest.py's xdist scheduler reads "
+            "the text to keep the JVM tests in one worker"
+        )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With ``--dist loadgroup``, xdist's load-by-scope scheduler with `jvm_scope` as the scope.
+
+    xdist's own loadgroup reads ``xdist_group`` marks through a suffix it writes to
+    ``item._nodeid``, which pytest 9 no longer reads (the node id comes from ``item._id``):
+    every test then went its own way and each worker started its own Spark. The controller
+    sees node ids only, so the group is told by the module's text (`jvm_module`)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class JvmGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return jvm_scope(nodeid)
+
+    return JvmGroupScheduling(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In an xdist worker, hand the start-up times to the controller, which reports them."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["xroute_startup_seconds"] = dict(_STARTUP_SECONDS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """In the xdist controller: gather each worker's service start-up times."""
+    output = getattr(node, "workeroutput", None) or {}
+    for name, seconds in output.get("xroute_startup_seconds", {}).items():
+        worker = getattr(getattr(node, "gateway", None), "id", "worker")
+        _STARTUP_SECONDS[f"{name} [{worker}]"] = seconds
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -7,6 +7,11 @@ import os
 
 import pytest
 
+# Test data is a few thousand rows: Spark's 200 shuffle partitions (the diff's and the trace
+# reader's group-bys) would be 200 near-empty tasks each; AQE coalesces them only after the
+# shuffle has been written.
+TEST_CONF = {"spark.sql.shuffle.partitions": "4"}
+
 
 @pytest.fixture(scope="session")
 def spark():
@@ -14,6 +19,6 @@ def spark():
     os.environ.setdefault("SPARK_TESTING", "1")
     from xroute.spark.session import start_spark
 
-    session = start_spark("local[2,3]", app_name="xroute-tests")
+    session = start_spark("local[2,3]", app_name="xroute-tests", config=TEST_CONF)
     yield session
     session.stop()

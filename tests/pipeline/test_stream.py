@@ -24,8 +24,8 @@ import pytest
 from tests.pipeline import data
 from xroute import Topology
 from xroute.errors import DatasetError, OutputExists
-from xroute.spark.stream import StreamOptions, run_stream
 from xroute.pipeline.stream_commit import MARKERS, committed_batches, committed_files
+from xroute.spark.stream import StreamOptions, run_stream
 from xroute.storage import locate
 
 pytestmark = pytest.mark.spark
@@ -108,10 +108,15 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @pytest.mark.parametrize("storage", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_driver_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
-    storage, tmp_path, request
+    storage, spark, tmp_path, request
 ):
     """Files land while the stream runs; the driver is SIGKILLed while a batch is staged but
-    not committed; a restart on the same checkpoint (--available-now) finishes the job."""
+    not committed; a restart on the same checkpoint (--available-now) finishes the job.
+
+    The restart runs in this process on the shared ``spark`` session (a driver of its own, as
+    a restarted process has: the killed one left only its checkpoint and output behind), which
+    saves a JVM start; the command line's own --available-now restart is run by the Connect
+    test below."""
     extra: dict[str, str] = {}
     if storage == "s3":
         store = request.getfixturevalue("s3_store")
@@ -122,27 +127,30 @@ def test_driver_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
     crash = Crash(tmp_path, out, ["--master", "local[2]"], extra)
     killed_in = crash.run_until_mid_batch(lambda: os.killpg(crash.first.pid, signal.SIGKILL))
     assert crash.first.returncode == -signal.SIGKILL
-    crash.restart_and_check(killed_in, ["--master", "local[2]"])
+    crash.restart_in_process_and_check(killed_in, spark)
 
 
-def test_connect_server_killed_mid_batch_then_restarted_loses_and_doubles_nothing(tmp_path):
+def test_connect_server_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
+    connect_server, tmp_path
+):
     """On Spark Connect the driver is the server, and foreachBatch runs in its Python workers:
     the server is SIGKILLed while a batch is staged but not committed (the client then fails);
-    a new server and a restart on the same checkpoint finish the job."""
+    another server (the run's shared one, which never saw this stream) and a restart of the
+    command line on the same checkpoint finish the job."""
     from tests.services.connect import ConnectServer
 
     first_server = ConnectServer(tmp_path / "server-1").start()
     try:
-        # The client retries a lost server for XROUTE_CONNECT_PATIENCE_S, then fails.
-        patience = {"XROUTE_CONNECT_PATIENCE_S": "5"}
+        # The client retries a lost server for XROUTE_CONNECT_PATIENCE_S, then fails: 1 s
+        # here (at 5 s it took 37 s to exit, pyspark's backoff of 5 retries, 50 ms x4 each).
+        patience = {"XROUTE_CONNECT_PATIENCE_S": "1"}
         crash = Crash(tmp_path, str(tmp_path / "out"), ["--remote", first_server.url], patience)
         killed_in = crash.run_until_mid_batch(first_server.kill, exit_wait_s=300)
     finally:
         first_server.stop()
     assert crash.first.returncode == 2, crash.log_tail()
     assert "lost the Spark Connect server" in crash.log_tail().strip().splitlines()[-1]
-    with ConnectServer(tmp_path / "server-2") as second_server:
-        crash.restart_and_check(killed_in, ["--remote", second_server.url])
+    crash.restart_and_check(killed_in, ["--remote", connect_server.url])
 
 
 class Crash:
@@ -229,6 +237,23 @@ class Crash:
             env=self.env,
         )
         assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        self.check(killed_in)
+
+    def restart_in_process_and_check(self, killed_in: int, spark: Any) -> None:
+        """As `restart_and_check`, with the restart run by `run_stream` on ``spark`` in this
+        process (the same options as the command line's, --available-now)."""
+        while self.landed < self.FILES:
+            self.land_next()
+        restart = options(
+            self.tmp_path, out=self.out, checkpoint=str(self.tmp_path / "checkpoint")
+        )
+        # An s3:// output: the s3_store fixture has put the store's variables in this
+        # process's environment and the session's workers' already.
+        run_stream(spark, restart, say=lambda _: None)
+        self.check(killed_in)
+
+    def check(self, killed_in: int) -> None:
+        """Every message written exactly once, the killed batch redone, no staging left."""
         records = [r for chunk in self.records_by_file for r in chunk]
         expected = data.expected(Topology.from_definitions(data.definitions()), records)
         assert_exactly_once(self.out, expected, records)
@@ -426,9 +451,10 @@ def test_a_file_spark_cannot_read_stops_the_stream_naming_it(spark, tmp_path):
     assert_exactly_once(str(tmp_path / "out"), data.expected(topology, records), records)
 
 
-def test_ctrl_c_stops_after_the_current_batch(tmp_path):
+def test_ctrl_c_stops_after_the_current_batch(spark, tmp_path):
     """SIGINT to the whole process group (as a terminal's Ctrl-C sends it) mid-stream: the
-    run ends cleanly (exit 0, no staging left); a restart routes the rest, each message once."""
+    run ends cleanly (exit 0, no staging left); a restart routes the rest, each message once
+    (run in this process on the shared session: a JVM start saved)."""
     source, checkpoint, out = tmp_path / "in", tmp_path / "checkpoint", str(tmp_path / "out")
     source.mkdir()
     definitions = tmp_path / "defs.json"
@@ -466,14 +492,7 @@ def test_ctrl_c_stops_after_the_current_batch(tmp_path):
     assert len(stopped_at) < len(chunks), "it stopped before routing everything"
     assert not (tmp_path / "out" / "_temporary").exists(), "a batch was left half done"
 
-    second = subprocess.run(
-        cli("stream", *arguments, "--available-now"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=cli_env(),
-    )
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    run_stream(spark, options(tmp_path), say=lambda _: None)  # --available-now
     records = [r for chunk in chunks for r in chunk]
     topology = Topology.from_definitions(data.definitions())
     assert_exactly_once(out, data.expected(topology, records), records)
