@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from xroute.values import binary, long, longstr
+from xroute.core.values import binary, long, longstr
 
 QUEUE = "$q"  # a routing key or CC key naming the queue itself (its real name differs per run)
 
@@ -118,7 +118,7 @@ CASES = [
          headers={"k": [{}]}),
     Case("empty-table-in-table-is-not-empty-array", "9", "headers", False,
          arguments={"k": {"a": []}}, headers={"k": {"a": {}}}),
-    # Row 10: widths inside arrays count, as the typed values of xroute.values say them (issue 34;
+    # Row 10: widths inside arrays count, as the typed values of xroute.core.values say them (issue 34;
     # before them, plain Python values lost the widths and xroute differed here).
     Case("array-int-widths", "10", "headers", False, arguments={"k": [1]},
          headers={"k": [long(1)]},

@@ -29,12 +29,12 @@ def apply_binding_step(step: tuple, matchers: list, live: list[tuple[str, str]])
             matcher.remove(pattern, destination)
 
 
-# AMQP field values with exact types (xroute.values) and plain ones (pika's rule), nested.
+# AMQP field values with exact types (xroute.core.values) and plain ones (pika's rule), nested.
 def _typed_scalars() -> st.SearchStrategy:
     from datetime import datetime, timezone
     from decimal import Decimal
 
-    from xroute import values as v
+    from xroute.core import values as v
 
     return st.one_of(
         st.sampled_from([0, 1, -1, 2**40, 1.5, True, False, "a", "", b"a", b"", None]),

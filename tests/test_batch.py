@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xroute import InvalidHeaders, InvalidRoutingKey, Topology, UnknownExchange, XRouteError
-from xroute.batch import BatchRouter
+from xroute.core.batch import BatchRouter
 
 TYPES = ["direct", "fanout", "topic", "headers", "x-delimiter"]
 EXCHANGES = ["x0", "x1", "x2", "x3"]

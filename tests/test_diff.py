@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from tests import diff_planted as planted
 from xroute import Topology
 from xroute.cli import EXIT_BAD_INPUT, EXIT_DIFF_CHANGED, EXIT_OK, cli
+from xroute.core.keys import split_words
 from xroute.engines.reference import pattern_matches
-from xroute.keys import split_words
-from xroute.patterns import fresh_word
 from xroute.tools.diff import checked_up_to, pattern_change, static_diff, why_changed
+from xroute.tools.patterns import fresh_word
 
 
 def matches(pattern: str, key: str) -> bool:

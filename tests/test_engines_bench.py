@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from xroute.bench.peers import build_peer, exact_regex, mqtt_filter
 from xroute.cli import cli
+from xroute.core.keys import split_words
 from xroute.engines.reference import pattern_matches
-from xroute.keys import split_words
 
 
 def test_bench_engines_quick_writes_results_and_plots(tmp_path):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tests.strategies import apply_binding_step, keys, patterns
 from tests.test_engines_tuple_space import assert_batches_equal
 from xroute import TopicMatcher
+from xroute.core.keys import split_words
 from xroute.engines.catch_all import is_catch_all
-from xroute.keys import split_words
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

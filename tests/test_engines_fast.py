@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import bindings, keys
 from xroute import InvalidRoutingKey, TopicMatcher
 from xroute.bench.workload import seed_keys, seed_patterns
+from xroute.core.keys import split_words
 from xroute.engines import DEFAULT_ENGINE, auto, compiled
 from xroute.engines.bitmap import BitmapEngine
 from xroute.engines.cache import ROUTE_CACHE_MAX, RouteCache
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.reference import ReferenceEngine
 from xroute.engines.trie import step, step_labelled, step_unlabelled
-from xroute.keys import split_words
-from tests.strategies import bindings, keys
 
 # Keys that stress the splitting of the batch kernel: empty words everywhere, multi-byte
 # UTF-8, literal wildcards, a key of 255 bytes.

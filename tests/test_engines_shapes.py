@@ -13,13 +13,13 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xroute import TopicMatcher
-from xroute.batch import BatchRouter
-from xroute.bench import shapes
-from xroute.engines import auto, compiled
-from xroute.topology import Topology
 from tests.strategies import bindings as strategy_bindings
 from tests.strategies import keys as strategy_keys
+from xroute import TopicMatcher
+from xroute.bench import shapes
+from xroute.core.batch import BatchRouter
+from xroute.core.topology import Topology
+from xroute.engines import auto, compiled
 
 ENGINES = ("trie", "dfa", "bitmap", "compiled", "auto")
 SETTINGS = settings(max_examples=40, deadline=None)

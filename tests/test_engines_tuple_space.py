@@ -9,12 +9,12 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import WORDS, keys
 from xroute import TopicMatcher
 from xroute.bench.shapes import NATS_WILDCARDS
+from xroute.core.keys import split_words
 from xroute.engines import auto
 from xroute.engines.shapes import MAX_SHAPES, ShapeIndex, shape_of
-from xroute.keys import split_words
-from tests.strategies import WORDS, keys
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

@@ -121,8 +121,8 @@ def random_key(rng: random.Random) -> str:
 
 def test_values_print_as_rabbitmq_s_texts_print_them():
     # ~p (3.x) and ~tp (4.x), as in "Invalid x-match field value <<"foo">>" (seen on 3.10.8).
+    from xroute.core.values import short
     from xroute.erlang.terms import io_format
-    from xroute.values import short
 
     assert io_format("any", False) == '<<"any">>' and io_format(b"a\"b", False) == '<<"a\\"b">>'
     assert io_format("é", False) == "<<195,169>>" and io_format("é", True) == '<<"é"/utf8>>'

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import InvalidArguments, PreconditionFailed, Topology
+from xroute.core.errors import ReplayFailed
 from xroute.erlang import phash2
-from xroute.errors import ReplayFailed
 
 QUEUES = ["q0", "q1", "b", "a9"]
 bindings = st.lists(

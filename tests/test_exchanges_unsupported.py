@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from xroute import Topology, UnknownExchangeType, UnsupportedExchangeType, XRouteError
-from xroute.batch import BatchRouter
+from xroute.core.batch import BatchRouter
 from xroute.pipeline.transform import route_records
 from xroute.tools.lint import lint_definitions
 

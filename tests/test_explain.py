@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from xroute.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNROUTABLE, cli
-from xroute.errors import UnknownExchange, XRouteError
-from xroute.topology import Topology
+from xroute.core.errors import UnknownExchange, XRouteError
+from xroute.core.topology import Topology
 from xroute.tools.explain import explain, render_tree
 
 

@@ -1,4 +1,4 @@
-"""xroute.field_table and xroute.values: AMQP field tables as bytes, both ways, every value's
+"""xroute.core.field_table and xroute.core.values: AMQP field tables as bytes, both ways, every value's
 type kept; the plain-value rules checked against the clients' own encoders (pika 1.4's
 ``pika.data``, py-amqp 5.4's ``amqp.serialization``); bounds that give typed errors."""
 
@@ -16,9 +16,9 @@ from pika import data as pika_data
 
 from tests.strategies import typed_values
 from xroute import FieldTableError, InvalidFieldValue, Topology, XRouteError
-from xroute.field_table import decode_table, decode_value, encode_table, encode_value
-from xroute.headers import typed_canonical
-from xroute.values import (
+from xroute.core.field_table import decode_table, decode_value, encode_table, encode_value
+from xroute.core.headers import typed_canonical
+from xroute.core.values import (
     PIKA,
     PY_AMQP,
     TYPE_CLASSES,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xroute import ENGINES, DefinitionsError, InvalidHeaders, TopicMatcher, Topology, XRouteError
-from xroute import values
+from xroute.core import values
 from xroute.exchanges.jms_sql import sql_selector
 
 FUZZ = settings(
@@ -74,7 +74,7 @@ scalars = st.one_of(
     st.builds(Weird),
     st.just(object()),
     st.frozensets(st.integers(), max_size=2),
-    st.sampled_from([  # values of xroute.values, every AMQP type
+    st.sampled_from([  # values of xroute.core.values, every AMQP type
         values.byte(-1), values.unsignedbyte(255), values.short(1), values.unsignedshort(2),
         values.signedint(3), values.unsignedint(2**32 - 1), values.long(-(2**63)),
         values.float32(1.5), values.double(-0.0), values.longstr(b"\xff"), values.binary(b""),

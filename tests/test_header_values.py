@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import InvalidArguments, InvalidHeaders, PreconditionFailed, Topology
-from xroute.headers import MAX_FIELDS, canonical
-from xroute.values import (
+from xroute.core.headers import MAX_FIELDS, canonical
+from xroute.core.values import (
     TypedValue,
     binary,
     byte,

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from tests.strategies import bindings, keys
 from xroute import InvalidArguments, InvalidPattern, Topology, UnknownExchangeType, XRouteError
-from xroute.headers import typed_canonical
+from xroute.core.headers import typed_canonical
+from xroute.core.values import PY_AMQP, as_sent_by, binary, float32, longstr, short, unsignedint
 from xroute.kombu.table import TableRouter, decode_arguments, encode_arguments
-from xroute.values import PY_AMQP, as_sent_by, binary, float32, longstr, short, unsignedint
 
 field_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)

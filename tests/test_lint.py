@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from xroute.bench.workload import seed_patterns
 from xroute.cli import EXIT_BAD_INPUT, EXIT_LINT_FINDINGS, EXIT_OK, cli
-from xroute.errors import InvalidLintInput, InvalidRoutingKey
-from xroute.patterns import includes, normalise
+from xroute.core.errors import InvalidLintInput, InvalidRoutingKey
+from xroute.core.keys import split_words
+from xroute.core.topology import Topology
+from xroute.engines.trie import TrieEngine
 from xroute.tools.cost import rank_costs, read_keys, visits
 from xroute.tools.findings import binding_ref
 from xroute.tools.lint import (
@@ -25,9 +27,7 @@ from xroute.tools.lint import (
     never_matched,
     topology_fingerprint,
 )
-from xroute.engines.trie import TrieEngine
-from xroute.keys import split_words
-from xroute.topology import Topology
+from xroute.tools.patterns import includes, normalise
 
 DATA = Path(__file__).parent / "data" / "lint"
 ONE_FINDING = sorted(p.stem for p in DATA.glob("*.json") if p.stem != "clean")
@@ -129,9 +129,9 @@ def test_many_bindings_to_one_queue() -> None:
 
 
 def test_undecided_inclusion_is_reported_not_raised(monkeypatch) -> None:
-    import xroute.patterns
+    import xroute.tools.patterns
 
-    monkeypatch.setattr(xroute.patterns, "MAX_STATES", 50)
+    monkeypatch.setattr(xroute.tools.patterns, "MAX_STATES", 50)
     t = Topology()
     t.declare_exchange("t", "topic")
     t.declare_queue("q")

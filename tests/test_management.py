@@ -16,6 +16,7 @@ from urllib.parse import unquote
 import pytest
 from click.testing import CliRunner
 
+from tests.test_definitions import EXPORT
 from xroute import (
     ManagementAuthFailed,
     ManagementTimeout,
@@ -26,8 +27,7 @@ from xroute import (
     XRouteError,
 )
 from xroute.cli import EXIT_BAD_INPUT, EXIT_OK, cli
-from xroute.management import PASSWORD_VARIABLE, fetch_definitions, parse_management_url
-from tests.test_definitions import EXPORT
+from xroute.sources.management import PASSWORD_VARIABLE, fetch_definitions, parse_management_url
 
 PASSWORD = "s3cret"
 

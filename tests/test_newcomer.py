@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from xroute import Topology
 from xroute.cli import EXIT_BAD_INPUT, cli
-from xroute.errors import DefinitionsError
+from xroute.core.errors import DefinitionsError
 
 NOT_EXPORTS = {
     "package.json": {"name": "app", "version": "1.0.0", "dependencies": {"left-pad": "1"}},

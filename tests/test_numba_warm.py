@@ -18,8 +18,8 @@ PROBE = """
 import json, sys
 import pyarrow as pa
 from xroute import Topology
-from xroute.batch import BatchRouter
-from xroute import _batch_kernel
+from xroute.core.batch import BatchRouter
+from xroute.core import _batch_kernel
 from xroute.engines import TopicMatcher
 from xroute.engines import _kernel
 import xroute
@@ -47,7 +47,7 @@ def run(code: str, cache: Path, path: str) -> subprocess.CompletedProcess:
 
 def test_package_path_is_found_in_folders_and_zips():
     assert str(package_path("/x/src/xroute/engines/_kernel.py")) == "xroute/engines/_kernel.py"
-    assert str(package_path("/t/u/xroute-ab12.zip/xroute/batch.py")) == "xroute/batch.py"
+    assert str(package_path("/t/u/xroute-ab12.zip/xroute/core/batch.py")) == "xroute/core/batch.py"
     assert package_path("/somewhere/else.py") is None
 
 

@@ -1,4 +1,4 @@
-"""xroute.patterns: normal form, exact inclusion and equivalence, captures.
+"""xroute.tools.patterns: normal form, exact inclusion and equivalence, captures.
 
 Every answer is checked against the reference matcher: when `includes(a, b)` says yes, no key
 of `b` escapes `a` (keys drawn from `b` itself, over a small vocabulary with empty words);
@@ -11,10 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import xroute.tools.patterns as patterns_module
+from tests.strategies import WORDS, patterns
+from xroute.core.errors import InclusionTooCostly, InvalidPattern
+from xroute.core.keys import split_words
 from xroute.engines.reference import pattern_matches
-from xroute.errors import InclusionTooCostly, InvalidPattern
-from xroute.keys import split_words
-from xroute.patterns import (
+from xroute.tools.patterns import (
     captures,
     counterexample,
     equivalent,
@@ -23,8 +25,6 @@ from xroute.patterns import (
     literals,
     normalise,
 )
-import xroute.patterns as patterns_module
-from tests.strategies import WORDS, patterns
 
 # Patterns are the suite's shared ones (tests/strategies.py): words a, b, c, the empty word,
 # '*', runs of '#', and 'a*' and '##', which are plain words.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xroute import PreconditionFailed, Topology, UnknownProfile
-from xroute.profiles import VERSIONS
+from xroute.core.profiles import VERSIONS
 
 
 def test_unknown_profiles_are_named():

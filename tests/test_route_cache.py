@@ -1,4 +1,4 @@
-"""`Topology.route`'s cache (`xroute.route_cache`): the same frozensets as a topology without
+"""`Topology.route`'s cache (`xroute.core.route_cache`): the same frozensets as a topology without
 it, whatever declares, binds, unbinds and deletes come between routes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import Topology, XRouteError
-from xroute.route_cache import ROUTE_CACHE_PRECISE_SCAN
+from xroute.core.route_cache import ROUTE_CACHE_PRECISE_SCAN
 
 # A small universe, so that random sessions often hit the same names and keys.
 EXCHANGES = ["t1", "t2", "d1", "f1", "h1", "x1"]
@@ -139,7 +139,7 @@ def test_a_literal_binding_drops_its_own_key_alone_however_many_routes_are_kept(
 
 
 def test_the_cache_stays_within_its_bound_of_routes_per_exchange():
-    from xroute.route_cache import TopologyRouteCache
+    from xroute.core.route_cache import TopologyRouteCache
 
     cache = TopologyRouteCache(max_size=100, sweep_to=60, max_cells=1_000)
     names = frozenset({"q"})
@@ -176,7 +176,7 @@ literal_steps = st.lists(
 @settings(max_examples=100, deadline=None)
 @given(steps=literal_steps)
 def test_literal_routes_follow_repeats_fan_outs_and_exchange_bindings(steps):
-    """A first route of a literal key (`xroute.literal_routes`, the `auto` engine's fast path)
+    """A first route of a literal key (`xroute.core.literal_routes`, the `auto` engine's fast path)
     equals the uncached walk: the same key and queue bound twice with other arguments, one
     key bound to more queues than `FREEZE_NOW` and back below it ("fan"), a literal
     exchange-to-exchange binding, a wildcard binding beside them, and catch-all bindings

@@ -1,4 +1,4 @@
-"""`xroute.storage`: local paths and URIs as one kind of thing (the S3 store itself is tested in
+"""`xroute.sources.storage`: local paths and URIs as one kind of thing (the S3 store itself is tested in
 tests/pipeline/test_object_store.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from xroute import StorageError
-from xroute.storage import is_uri, locate
+from xroute.sources.storage import is_uri, locate
 
 
 def test_a_local_path_and_its_file_uri_are_one_place(tmp_path):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from xroute.errors import StreamURIError
-from xroute.field_table import decode_table
+from xroute.core.errors import StreamURIError
+from xroute.core.field_table import decode_table
+from xroute.core.values import long, short, timestamp, unsignedbyte
 from xroute.streams.amqp10 import AMQP10Error, decode_message
 from xroute.streams.offsets import OffsetSpec, parse_offset
 from xroute.streams.records import message_batch
 from xroute.streams.uri import parse_stream_uri
-from xroute.values import long, short, timestamp, unsignedbyte
 
 rstream = pytest.importorskip("rstream", reason="the 'stream' extra (rstream) is not installed")
 
@@ -65,8 +65,8 @@ def _encoded(**sections):
 
 
 def test_the_decoder_keeps_types_as_rabbitmq_reads_them_back():
-    from rstream._pyamqp.types import AMQPTypes
     from rstream._pyamqp.message import Properties
+    from rstream._pyamqp.types import AMQPTypes
 
     data = _encoded(
         body=b"payload",

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from xroute import InvalidRoutingKey, TopicMatcher, XRouteError
+from xroute.core.keys import split_words
 from xroute.engines.reference import pattern_matches
-from xroute.keys import split_words
 
 CASES = json.loads((Path(__file__).parent / "data" / "topic_cases.json").read_text())
 

@@ -17,7 +17,7 @@ from xroute import (
     UnknownExchangeType,
     UnknownQueue,
 )
-from xroute.values import longstr
+from xroute.core.values import longstr
 
 
 def topology_with(exchange_type: str, *queues: str, engine: str = "trie") -> Topology:
@@ -524,7 +524,7 @@ def test_deleting_removes_bindings():
 @pytest.mark.parametrize("route_cache", [False, True])
 def test_routes_from_shared_matched_sets_stay_exact_through_changes(route_cache):
     # The DFA engines hand many keys one frozenset, whose queues the topology works out once
-    # (xroute.destinations): every route must still equal the reference engine's, with
+    # (xroute.core.destinations): every route must still equal the reference engine's, with
     # exchange-to-exchange bindings and alternates in the way, and after each unbind.
     topologies = [Topology(engine=e, route_cache=route_cache) for e in ("auto", "reference")]
     keys = ["a.b", "a.x", "b.b", "c", "a.b.c", ""]

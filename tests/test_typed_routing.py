@@ -1,4 +1,4 @@
-"""Typed header values (xroute.values) through every exchange type: the fixed cases of issue
+"""Typed header values (xroute.core.values) through every exchange type: the fixed cases of issue
 34, each rule as RabbitMQ's source has it (cited), and a property that every routing path
 (`Topology.route`, `BatchRouter`, explain) agrees with `Topology.route_message`."""
 
@@ -19,12 +19,8 @@ from xroute import (
     Topology,
     XRouteError,
 )
-from xroute.batch import BatchRouter
-from xroute.erlang import UNDEFINED, Atom
-from xroute.exchanges.consistent_hash import jump_consistent_hash
-from xroute.exchanges.jms_sql import sql_selector
-from xroute.tools.explain import explain
-from xroute.values import (
+from xroute.core.batch import BatchRouter
+from xroute.core.values import (
     binary,
     double,
     float32,
@@ -34,6 +30,10 @@ from xroute.values import (
     timestamp,
     unsignedint,
 )
+from xroute.erlang import UNDEFINED, Atom
+from xroute.exchanges.consistent_hash import jump_consistent_hash
+from xroute.exchanges.jms_sql import sql_selector
+from xroute.tools.explain import explain
 
 QUEUES = [f"q{i}" for i in range(4)]
 
@@ -225,11 +225,11 @@ def test_explain_says_which_types_it_assumed():
     notes = explain(t, "h", "", {"k": [1, b"x", short(2)], "top": 5}).type_notes
     assert notes == [
         "header 'k'[0]: int taken as signedint (pika's rule; a client may send another width);"
-        " say it with a typed value of xroute.values",
+        " say it with a typed value of xroute.core.values",
         "header 'k'[1]: bytes taken as binary, as pika sends them (py-amqp sends a longstr);"
-        " say it with a typed value of xroute.values",
+        " say it with a typed value of xroute.core.values",
         "binding of queue 'q' to 'h', argument 'k'[0]: int taken as signedint (pika's rule;"
-        " a client may send another width); say it with a typed value of xroute.values",
+        " a client may send another width); say it with a typed value of xroute.core.values",
     ]  # the short says its type; a top-level int's width does not count here
     t.unbind("h", "q", "", {"k": [1]})
     t.bind("h", "q", "", {"k": [short(1)]})

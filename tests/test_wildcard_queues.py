@@ -1,5 +1,5 @@
 """The first route of a key on a topic exchange whose queues are bound with '#': its wildcard
-bindings matched by queue name (`xroute.wildcard_queues`), equal to the reference walk."""
+bindings matched by queue name (`xroute.core.wildcard_queues`), equal to the reference walk."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tests.strategies import keys, patterns
 from xroute import Topology
-from xroute.errors import XRouteError
+from xroute.core.errors import XRouteError
 
 QUEUES = ["q1", "q2", "q3"]
 

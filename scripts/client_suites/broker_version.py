@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 from pamqp import exceptions, frame
 
-from xroute.profiles import profile_for_version
+from xroute.core.profiles import profile_for_version
 
 
 def server_version(host: str, port: int) -> str:

@@ -1,5 +1,5 @@
 """Header values from Arrow columns (Parquet, Spark), each with the AMQP type its Arrow type
-names (`xroute.values`).
+names (`xroute.core.values`).
 
 A ``headers`` column of Arrow struct (or map) type carries typed header tables: each field's
 Arrow type says the AMQP field type of its values, so a Spark ``ShortType`` header is a short,
@@ -8,15 +8,15 @@ not a plain ``int`` that would travel as a signed int.
 ============================  ===================================================
 Arrow type                    AMQP field type (the Python value the router gets)
 ============================  ===================================================
-int8, int16                   byte, short (`xroute.values.byte`, ``short``)
+int8, int16                   byte, short (`xroute.core.values.byte`, ``short``)
 int32                         signedint (a plain ``int``)
-int64                         long (`xroute.values.long`: Spark's LongType)
+int64                         long (`xroute.core.values.long`: Spark's LongType)
 uint8, uint16, uint32         unsignedbyte, unsignedshort, unsignedint
 uint64                        long (a value above 2**63-1 is refused)
-float16, float32              float (`xroute.values.float32`)
+float16, float32              float (`xroute.core.values.float32`)
 float64                       double (a plain ``float``)
 string, large_string          longstr (a plain ``str``)
-binary, large_binary, fixed   binary (plain ``bytes``, `xroute.values.PIKA`)
+binary, large_binary, fixed   binary (plain ``bytes``, `xroute.core.values.PIKA`)
 bool                          bool
 timestamp (any unit)          timestamp (a ``datetime``: whole seconds)
 decimal128, decimal256        decimal (a ``Decimal`` at the column's scale)
@@ -26,7 +26,7 @@ null                          void
 ============================  ===================================================
 
 Other Arrow types (date, time, duration...) have no AMQP field type: the record is refused
-with `xroute.errors.InvalidHeaders` naming the header. A null field at the top of a struct is
+with `xroute.core.errors.InvalidHeaders` naming the header. A null field at the top of a struct is
 an absent header; inside an array or nested table, a void.
 """
 
@@ -35,8 +35,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from xroute.errors import XRouteError
-from xroute.values import (
+from xroute.core.errors import XRouteError
+from xroute.core.values import (
     byte,
     float32,
     long,
@@ -49,7 +49,7 @@ from xroute.values import (
 Convert = Callable[[Any], Any]
 
 # Arrow integer and float types whose values need an explicit typed value: a plain int or
-# float would travel as a signedint (or long) and a double (`xroute.values.PIKA`).
+# float would travel as a signedint (or long) and a double (`xroute.core.values.PIKA`).
 _SCALARS: dict[str, Convert] = {
     "int8": byte,
     "int16": short,

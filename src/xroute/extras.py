@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from xroute.errors import MissingDependency
+from xroute.core.errors import MissingDependency
 
 # The top-level module -> the extra of ``pip install 'xroute[EXTRA]'`` that brings it.
 EXTRAS = {

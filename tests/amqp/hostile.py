@@ -14,7 +14,7 @@ from typing import Any
 from pamqp import commands as c
 
 from xroute.amqp.frames import PROTOCOL_HEADER, decode_method, method_frame
-from xroute.field_table import encode_table
+from xroute.core.field_table import encode_table
 
 _frame_header = struct.Struct(">BHI")
 

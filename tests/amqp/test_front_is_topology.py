@@ -11,7 +11,7 @@ import pika
 import pytest
 
 from xroute.amqp import Broker
-from xroute.topology import Topology
+from xroute.core.topology import Topology
 
 PROFILE = "3.10"
 # A timestamp property far past the year 9999, in seconds or in milliseconds alike.

@@ -11,7 +11,7 @@ from pamqp import commands as c
 
 from tests.amqp.hostile import RawClient, publish_frames
 from xroute.amqp.frames import decode_method, method_frame
-from xroute.field_table import decode_table
+from xroute.core.field_table import decode_table
 
 PUBLISH = (60, 40)
 
@@ -156,7 +156,7 @@ def test_an_unknown_method_drops_the_socket(url):
 def test_integer_queue_arguments_take_any_width_and_nothing_else(url, name):
     # aiormq sends a small x-max-length as a byte; RabbitMQ takes every integer width
     # (rabbit_amqqueue's check_int_arg) and names the type of anything else.
-    from xroute.values import byte, unsignedint
+    from xroute.core.values import byte, unsignedint
 
     client = opened(url)
     for value in (byte(5), unsignedint(5), 5):

@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from xroute.amqp import Broker
 from xroute.cli import cli
-from xroute.errors import UnknownProfile
-from xroute.profiles import VERSIONS, profile_for_version
-from xroute.topology import Topology
+from xroute.core.errors import UnknownProfile
+from xroute.core.profiles import VERSIONS, profile_for_version
+from xroute.core.topology import Topology
 
 
 def _connect(broker: Broker) -> pika.BlockingConnection:

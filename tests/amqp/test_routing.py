@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xroute.amqp import Broker
-from xroute.topology import Topology
+from xroute.core.topology import Topology
 
 EXCHANGES = ["e0", "e1", "e2"]
 QUEUES = ["q0", "q1", "q2", "q3"]

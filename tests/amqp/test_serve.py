@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pika
 
-from xroute.topology import Topology
+from xroute.core.topology import Topology
 
 
 def test_serve_loads_definitions_and_routes(tmp_path: Path):

@@ -8,7 +8,7 @@ import amqp
 
 from tests.conformance.typed import patched_encoder, plain
 from xroute import Topology
-from xroute.profiles import profile_for_version
+from xroute.core.profiles import profile_for_version
 
 
 def broker_profile(channel) -> str:

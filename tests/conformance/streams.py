@@ -61,7 +61,7 @@ def publish_091(
     amqp_url: str, exchange: str, messages: list[tuple[str, dict[str, Any] | None, bytes, str]]
 ) -> None:
     """Publish (routing key, headers, body, message_id) messages to ``exchange`` with confirms.
-    Typed header values (`xroute.values`) travel in their own types (py-amqp's encoder,
+    Typed header values (`xroute.core.values`) travel in their own types (py-amqp's encoder,
     patched as the conformance tests do)."""
     from tests.conformance.typed import patched_encoder
 

@@ -19,20 +19,20 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from xroute import ManagementAuthFailed, Topology, VhostNotFound
-from xroute.bench.rabbitmq import connect, private_node
-from xroute.cli import EXIT_OK, cli
-from xroute.headers import canonical
-from xroute.management import PASSWORD_VARIABLE, fetch_definitions
 from tests.conformance.broker import Mirror
-from tests.conformance.typed import plain
-from tests.rabbitmq_cases import Typed
 from tests.conformance.test_rabbitmq import (
     random_headers,
     random_headers_arguments,
     random_key,
     random_pattern,
 )
+from tests.conformance.typed import plain
+from tests.rabbitmq_cases import Typed
+from xroute import ManagementAuthFailed, Topology, VhostNotFound
+from xroute.bench.rabbitmq import connect, private_node
+from xroute.cli import EXIT_OK, cli
+from xroute.core.headers import canonical
+from xroute.sources.management import PASSWORD_VARIABLE, fetch_definitions
 
 pytestmark = pytest.mark.conformance
 

@@ -18,9 +18,9 @@ import pytest
 from tests.conformance.streams import declare_stream, publish_091, publish_stream, stream_node
 from tests.pipeline.conftest import spark  # noqa: F401 - the shared SparkSession fixture
 from xroute import Topology
-from xroute.errors import StreamNotFound, StreamTruncated
-from xroute.field_table import decode_table
-from xroute.values import binary, float32, long, short
+from xroute.core.errors import StreamNotFound, StreamTruncated
+from xroute.core.field_table import decode_table
+from xroute.core.values import binary, float32, long, short
 
 pytestmark = [pytest.mark.conformance, pytest.mark.spark]
 

@@ -27,7 +27,7 @@ from tests.conformance.broker import Mirror
 from tests.conformance.management import api
 from xroute import Topology
 from xroute.bench.rabbitmq import connect, private_node
-from xroute.management import fetch_definitions
+from xroute.sources.management import fetch_definitions
 from xroute.traces.capture import Capture
 from xroute.traces.history import TopologyEvent, TopologyHistory
 from xroute.traces.read import read_traces

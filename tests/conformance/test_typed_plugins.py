@@ -1,4 +1,4 @@
-"""Typed header values (xroute.values) against the private RabbitMQ node with the plugins
+"""Typed header values (xroute.core.values) against the private RabbitMQ node with the plugins
 (``make conformance``): the same typed bindings and messages in xroute and in the broker, sent
 in their exact AMQP types by xroute's own encoder, and the broker's refusals (issue 34)."""
 
@@ -15,8 +15,7 @@ from tests.conformance.plugins import BROKER_PROFILE, plugin_mirror, plugins_url
 from tests.conformance.typed import patched_encoder
 from xroute import BrokerCrash, InvalidHeaders, PreconditionFailed, RoutingFailed, Topology
 from xroute.bench.rabbitmq import connect
-from xroute.exchanges.jms_sql import sql_selector
-from xroute.values import (
+from xroute.core.values import (
     binary,
     byte,
     double,
@@ -30,6 +29,7 @@ from xroute.values import (
     unsignedint,
     unsignedshort,
 )
+from xroute.exchanges.jms_sql import sql_selector
 
 pytestmark = pytest.mark.conformance
 

@@ -28,8 +28,8 @@ from tests.wire_cases import VALUES
 from tests.wire_replay import WireClient, encode_properties, encode_table
 from xroute import Topology
 from xroute.bench.rabbitmq import PLUGINS, private_node
-from xroute.definitions import with_profile
-from xroute.management import fetch_definitions
+from xroute.sources.definitions import with_profile
+from xroute.sources.management import fetch_definitions
 from xroute.traces.capture import Capture
 from xroute.traces.history import TopologyEvent, TopologyHistory
 from xroute.traces.read import read_traces
@@ -212,7 +212,7 @@ def test_the_json_log_flags_no_message_it_cannot_judge(traced):
 
 
 def test_the_capture_and_the_text_log_keep_the_same_typed_headers(traced):
-    from xroute.field_table import decode_table
+    from xroute.core.field_table import decode_table
 
     def typed(table) -> dict[str, dict]:
         return {payload: decode_table(row["amqp_headers"])[0]

@@ -1,7 +1,7 @@
 """Field values with an exact AMQP type, for the conformance tests: py-amqp picks one type per
 Python type (str and bytes both go as longstr, every small int as a 32-bit signedint), so the
 cases that need binary, other integer widths or a raw decimal wrap the value in `Typed`, or use
-xroute's own typed values (`xroute.values`), which are sent in their type by xroute's encoder.
+xroute's own typed values (`xroute.core.values`), which are sent in their type by xroute's encoder.
 
 `patched_encoder` teaches py-amqp's encoder to write them, for the duration of a block.
 """
@@ -18,8 +18,8 @@ from typing import Any
 import amqp.serialization
 
 from tests.rabbitmq_cases import Typed
-from xroute.field_table import encode_value
-from xroute.values import PY_AMQP, TYPE_CLASSES, TYPE_CODES, TypedValue, as_sent_by
+from xroute.core.field_table import encode_value
+from xroute.core.values import PY_AMQP, TYPE_CLASSES, TYPE_CODES, TypedValue, as_sent_by
 
 # RabbitMQ's type letters (rabbit_binary_generator) and how each value is packed.
 _PACK = {
@@ -41,7 +41,7 @@ def patched_encoder() -> Iterator[None]:
     original = amqp.serialization._write_item
 
     def write_item(v, write, bits):
-        if isinstance(v, TypedValue):  # xroute.values: in its own type, by xroute's encoder
+        if isinstance(v, TypedValue):  # xroute.core.values: in its own type, by xroute's encoder
             write(encode_value(v))
             return None
         if not isinstance(v, Typed):
@@ -67,8 +67,8 @@ def patched_encoder() -> Iterator[None]:
 
 def plain(value: Any) -> Any:
     """``value`` as xroute is to read what py-amqp sent: each `Typed` becomes its typed value
-    (`xroute.values`; a timestamp a datetime, a decimal a Decimal), and plain bytes a longstr,
-    as py-amqp sends them (`xroute.values.as_sent_by`)."""
+    (`xroute.core.values`; a timestamp a datetime, a decimal a Decimal), and plain bytes a longstr,
+    as py-amqp sends them (`xroute.core.values.as_sent_by`)."""
     return as_sent_by(_decoded(value), PY_AMQP)
 
 
@@ -79,7 +79,7 @@ def _decoded(value: Any) -> Any:
         if value.code == "D":
             scale, unscaled = value.value
             return Decimal(unscaled).scaleb(-scale)
-        # The typed value of xroute.values the broker was sent (a binary stays a binary).
+        # The typed value of xroute.core.values the broker was sent (a binary stays a binary).
         return TYPE_CLASSES[TYPE_CODES[value.code.encode()]](value.value)
     if isinstance(value, dict):
         return {name: _decoded(item) for name, item in value.items()}

@@ -13,8 +13,8 @@ from typing import Any
 import pyarrow as pa
 
 from xroute import Topology, XRouteError
-from xroute.errors import InvalidHeaders, InvalidRoutingKey, UnknownExchange
-from xroute.keys import check_routing_key
+from xroute.core.errors import InvalidHeaders, InvalidRoutingKey, UnknownExchange
+from xroute.core.keys import check_routing_key
 
 WORDS = ["a", "b", "c", "d", ""]
 QUEUES = [f"q{i}" for i in range(8)] + ["lost", "a.b", "inner.log"]

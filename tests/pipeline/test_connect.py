@@ -147,8 +147,8 @@ def test_the_stream_on_connect_commits_every_message_exactly_once(spark_connect,
     committed there, and this process reports the batches from their markers."""
     from tests.pipeline.test_stream import assert_exactly_once, landed_files, options
     from xroute import Topology
-    from xroute.spark.stream import run_stream
     from xroute.pipeline.stream_commit import committed_batches
+    from xroute.spark.stream import run_stream
 
     records = landed_files(tmp_path)
     lines: list[str] = []
@@ -182,7 +182,7 @@ def test_a_server_that_does_not_answer_is_named_in_one_line(dataset, tmp_path):
 def test_a_lost_server_is_one_error_for_the_job_and_the_stream():
     """The gRPC error a Connect client raises when its server is gone becomes
     `SparkConnectUnavailable` in a line, whichever command ran; other failures do not."""
-    from xroute.errors import PipelineFailed, SparkConnectUnavailable
+    from xroute.core.errors import PipelineFailed, SparkConnectUnavailable
     from xroute.spark.job import spark_failure
 
     class SparkConnectGrpcException(Exception):  # pyspark's, by name: what server_lost reads

@@ -16,14 +16,14 @@ from tests.pipeline import data
 from tests.pipeline.test_stream import forget_commit, landed_files
 from tests.pipeline.test_stream import options as stream_options
 from xroute import Topology
-from xroute.errors import PipelineFailed
-from xroute.spark import job
+from xroute.core.errors import PipelineFailed
 from xroute.pipeline.delta import DELTA_LOG, DeltaBatchCommit, storage_options
+from xroute.pipeline.stream_commit import committed_batches
+from xroute.sources.storage import locate
+from xroute.spark import job
 from xroute.spark.job import PipelineOptions, run_pipeline
 from xroute.spark.stream import run_stream
-from xroute.pipeline.stream_commit import committed_batches
 from xroute.spark.worker import OUTPUTS
-from xroute.storage import locate
 
 deltalake = pytest.importorskip("deltalake", reason="the delta extra (deltalake) is not installed")
 pytestmark = pytest.mark.spark

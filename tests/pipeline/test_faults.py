@@ -13,7 +13,7 @@ import pytest
 
 from tests.pipeline import data
 from xroute import Topology
-from xroute.errors import PipelineFailed
+from xroute.core.errors import PipelineFailed
 from xroute.spark import job
 from xroute.spark.job import PipelineOptions, run_pipeline
 

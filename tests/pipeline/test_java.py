@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.pipeline import data
-from xroute.errors import JavaUnavailable
+from xroute.core.errors import JavaUnavailable
 from xroute.spark.session import find_java
 
 HINT = "apt-get install openjdk-17-jre-headless"

@@ -14,11 +14,11 @@ import pytest
 
 from tests.pipeline import data
 from xroute import Topology
-from xroute.errors import DatasetError, OutputExists, OutputNotOurs, PipelineFailed
-from xroute.spark import job
+from xroute.core.errors import DatasetError, OutputExists, OutputNotOurs, PipelineFailed
 from xroute.pipeline.commit import Commit
-from xroute.spark.job import PipelineOptions, run_pipeline
 from xroute.pipeline.output import LeftInOutput
+from xroute.spark import job
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = pytest.mark.spark
 COUNT = 3000

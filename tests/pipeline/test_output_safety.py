@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from xroute.errors import OutputExists, OutputNotOurs, OutputOverlapsInput
+from xroute.core.errors import OutputExists, OutputNotOurs, OutputOverlapsInput
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.output import PUBLISHING, SUCCESS, LeftInOutput, check_stream_out
-from xroute.storage import locate
+from xroute.sources.storage import locate
 
 OUTPUTS = ("deliveries", "rejected")
 

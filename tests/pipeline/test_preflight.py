@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tests.pipeline import data
 from xroute.cli import EXIT_BAD_INPUT, cli
-from xroute.errors import DatasetError
+from xroute.core.errors import DatasetError
 from xroute.spark.io import Columns
 from xroute.spark.job import PipelineOptions
 from xroute.spark.preflight import check_pipeline, dataset_columns
@@ -116,7 +116,7 @@ def test_diff_and_stream_check_before_spark_starts(folder):
 
 
 def test_a_failed_spark_job_names_the_file_it_could_not_read(tmp_path):
-    from xroute.errors import PipelineFailed
+    from xroute.core.errors import PipelineFailed
     from xroute.spark.job import spark_failure
 
     logs = tmp_path / "logs"
@@ -130,7 +130,7 @@ def test_a_failed_spark_job_names_the_file_it_could_not_read(tmp_path):
     assert str(error) == f"cannot read {logs}/b.parquet: FAILED_TO_UNCOMPRESS(5)"
     task = (
         "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
-        f"xroute.errors.DatasetError: cannot read {logs}/c.parquet as Parquet: Corrupt snappy "
+        f"xroute.core.errors.DatasetError: cannot read {logs}/c.parquet as Parquet: Corrupt snappy "
         "compressed data.\n\tat org.apache.spark.api.python.BasePythonRunner\n"
     )
     error = spark_failure(RuntimeError(task), str(logs))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from xroute import Topology
-from xroute.batch import BatchRouter
+from xroute.core.batch import BatchRouter
 from xroute.pipeline.transform import properties_of, route_records
 
 EXPORT = Path(__file__).parents[1] / "data" / "plugins.json"

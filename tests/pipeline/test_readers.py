@@ -17,10 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.pipeline import data
-from xroute.errors import DatasetError
+from xroute.core.errors import DatasetError
+from xroute.pipeline.transform import relative_path
 from xroute.spark.io import FILE_COLUMN, ROW_COLUMN, ParquetFooter, read_messages
 from xroute.spark.job import PipelineOptions, run_pipeline
-from xroute.pipeline.transform import relative_path
 from xroute.spark.pyarrow_reader import (
     arrow_schema,
     plan_splits,

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from tests.pipeline import data
 from tests.test_batch import EXCHANGES, any_key, good_headers, topologies
 from xroute import DatasetError, Topology, XRouteError
-from xroute.errors import InvalidHeaders, InvalidRoutingKey, UnknownExchange
-from xroute.keys import check_routing_key
+from xroute.core.errors import InvalidHeaders, InvalidRoutingKey, UnknownExchange
+from xroute.core.keys import check_routing_key
 from xroute.spark import route
 
 pytestmark = pytest.mark.spark
@@ -131,7 +131,7 @@ def test_route_reads_map_headers_and_a_default_exchange(session):
 def test_route_reads_spark_types_as_amqp_types(spark):
     # ShortType is a short, LongType a long, FloatType a float (xroute.arrow_values): inside
     # an array the width counts, as on RabbitMQ.
-    from xroute.values import float32, long, short
+    from xroute.core.values import float32, long, short
 
     t = Topology()
     t.declare_exchange("h", "headers")

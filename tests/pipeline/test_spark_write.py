@@ -16,8 +16,8 @@ import pytest
 
 from tests.pipeline import data
 from xroute import DatasetError
-from xroute.spark.job import PipelineOptions, run_pipeline
 from xroute.spark import read_messages, route, write
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = pytest.mark.spark
 COUNT = 1500
@@ -111,7 +111,7 @@ def test_the_public_functions_stay_functions_once_every_module_is_imported():
 def test_an_output_inside_the_messages_read_is_refused(spark, dataset, tmp_path):
     """A later read of the folder would take the outputs for messages: refused, nothing
     written, as `xroute pipeline` refuses it."""
-    from xroute.errors import OutputOverlapsInput
+    from xroute.core.errors import OutputOverlapsInput
 
     folder = tmp_path / "in"
     folder.mkdir()

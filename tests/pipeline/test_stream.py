@@ -23,10 +23,10 @@ import pytest
 
 from tests.pipeline import data
 from xroute import Topology
-from xroute.errors import DatasetError, OutputExists
+from xroute.core.errors import DatasetError, OutputExists
 from xroute.pipeline.stream_commit import MARKERS, committed_batches, committed_files
+from xroute.sources.storage import locate
 from xroute.spark.stream import StreamOptions, run_stream
-from xroute.storage import locate
 
 pytestmark = pytest.mark.spark
 

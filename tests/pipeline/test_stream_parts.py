@@ -9,10 +9,9 @@ from click.testing import CliRunner
 from xroute import Topology
 from xroute.cli import cli
 from xroute.cli.stream import parse_interval
-from xroute.errors import DatasetError, PipelineFailed
-from xroute.spark.stream import _failure
+from xroute.core.errors import DatasetError, PipelineFailed
 from xroute.pipeline.stream_summary import status_line, stream_summary
-
+from xroute.spark.stream import _failure
 
 # Refused before Spark starts: the definitions file "d" does not even exist.
 STREAM = ["stream", "-d", "d", "-m", "m", "-o", "o", "--checkpoint", "c"]
@@ -128,7 +127,7 @@ def test_definitions_reload_only_on_change_and_name_a_bad_file(tmp_path):
     import json
 
     from tests.pipeline import data
-    from xroute.errors import DefinitionsError
+    from xroute.core.errors import DefinitionsError
     from xroute.spark.stream import Definitions
 
     path = tmp_path / "defs.json"

@@ -19,13 +19,13 @@ from click.testing import CliRunner
 
 from tests.traces.test_tracing_log import DATA, sample_topology
 from xroute.cli import cli
-from xroute.errors import DatasetError, TraceFormatError, XRouteError
+from xroute.core.errors import DatasetError, TraceFormatError, XRouteError
+from xroute.core.topology import Topology
 from xroute.spark.diff import DiffOptions, run_diff
 from xroute.spark.job import PipelineOptions, run_pipeline
 from xroute.spark.preflight import check_pipeline, check_stream
 from xroute.spark.stream import StreamOptions, run_stream
 from xroute.spark.trace_input import message_format
-from xroute.topology import Topology
 from xroute.traces.firehose import event_record, firehose_record
 from xroute.traces.read import read_traces
 from xroute.traces.records import to_table

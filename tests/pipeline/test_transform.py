@@ -9,9 +9,9 @@ import pytest
 
 from tests.pipeline import data
 from xroute import Topology
-from xroute.batch import BatchRouter
-from xroute.spark.io import FILE_COLUMN, ROW_COLUMN
+from xroute.core.batch import BatchRouter
 from xroute.pipeline.transform import Plan, route_batch
+from xroute.spark.io import FILE_COLUMN, ROW_COLUMN
 
 ROOT = "file:///data/in"
 

@@ -16,9 +16,9 @@ import pytest
 
 from tests.pipeline.test_transform import ROOT, as_batch
 from xroute import Topology
-from xroute.batch import BatchRouter
-from xroute.spark.job import PipelineOptions, run_pipeline
+from xroute.core.batch import BatchRouter
 from xroute.pipeline.transform import Plan, route_batch
+from xroute.spark.job import PipelineOptions, run_pipeline
 
 SENT = 1_700_000_000  # seconds since the epoch
 HEADERS_TYPE = pa.struct(
@@ -148,7 +148,7 @@ WIDTHS_TYPE = pa.struct(
 def test_arrow_types_say_the_amqp_types():
     """Each Arrow width routes as its AMQP type: inside arrays the type counts, so a binding
     of ``[short(1)]`` takes only the int16 column's ``[1]`` (RabbitMQ: ``[{short, 1}]``)."""
-    from xroute.values import binary, byte, float32, long, longstr, short, unsignedint
+    from xroute.core.values import binary, byte, float32, long, longstr, short, unsignedint
 
     one = {name: [1] for name in "bsilu"} | {"f": [1.5], "d": [1.5], "x": [b"v"], "S": ["v"]}
     rows = [one | {"m": [("k", 1)], "top": 7, "big": 5}, {"big": 2**64 - 1}]

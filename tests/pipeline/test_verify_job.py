@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.traces.test_tracing_log import DATA, sample_topology
-from xroute.errors import OutputExists, TraceFormatError
+from xroute.core.errors import OutputExists, TraceFormatError
 from xroute.spark.verify import VerifyOptions, run_verify
 from xroute.traces.read import read_traces
 from xroute.traces.verify import verify_batch

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import Topology
-from xroute.errors import TraceFormatError
+from xroute.core.errors import TraceFormatError
 from xroute.traces.history import TopologyEvent, TopologyHistory
 
 QUEUES = ["q1", "q2", "q3"]

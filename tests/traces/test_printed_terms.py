@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xroute.errors import TraceFormatError
+from xroute.core.errors import TraceFormatError
 from xroute.erlang import Atom
 from xroute.traces.erlang import parse_term, typed_table
 

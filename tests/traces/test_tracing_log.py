@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xroute import Topology
-from xroute.errors import TraceFormatError
+from xroute.core.errors import TraceFormatError
 from xroute.traces.read import read_traces
 from xroute.traces.verify import AGREE, DISAGREE, INEXACT, verify_batch
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xroute.amqp.view import BrokerView
 from xroute.amqp.vhost import Record, VirtualHost
-from xroute.errors import XRouteError
-from xroute.profiles import profile
-from xroute.topology import Topology
+from xroute.amqp.view import BrokerView
+from xroute.core.errors import XRouteError
+from xroute.core.profiles import profile
+from xroute.core.topology import Topology
 
 T = TypeVar("T")
 DEFAULT_USERS = {"guest": "guest"}
@@ -46,7 +46,7 @@ class Broker:
     no blank passwords, deliveries that wait for a slow consumer's socket, and with
     ``memory_limit`` (bytes of messages held) publishers blocked by ``connection.blocked``
     until consumers catch up.
-    ``rabbitmq="3.10"`` (a profile of `xroute.profiles.VERSIONS`) routes and replies as that
+    ``rabbitmq="3.10"`` (a profile of `xroute.core.profiles.VERSIONS`) routes and replies as that
     version where versions differ; the default follows RabbitMQ 4.3.
 
     ``with Broker() as broker:`` runs it in a thread of its own (for synchronous code);
@@ -99,7 +99,7 @@ class Broker:
         self.max_connections = _connection_budget()
         self._out_of_descriptors = False
         self.record = record  # keep acks and nacks for the test view (RECORD_LIMIT of them)
-        self.rabbitmq = rabbitmq  # the profile (xroute.profiles) its topology routes and replies as
+        self.rabbitmq = rabbitmq  # the profile (xroute.core.profiles) its topology routes and replies as
         self.connections: set[Any] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None

@@ -10,13 +10,13 @@ from pamqp import commands as c
 
 from xroute.amqp.errors import (
     ACCESS_REFUSED,
-    NO_METHOD,
-    PUBLISH_METHOD,
     COMMAND_INVALID,
+    NO_METHOD,
     NO_ROUTE,
     NOT_ALLOWED,
     NOT_IMPLEMENTED,
     PRECONDITION_FAILED,
+    PUBLISH_METHOD,
     UNEXPECTED_FRAME,
     AMQPError,
     not_found,
@@ -32,8 +32,8 @@ from xroute.amqp.frames import (
 from xroute.amqp.message import Message, QueuedMessage
 from xroute.amqp.properties import rewrite
 from xroute.amqp.vhost import Record, server_name
-from xroute.errors import XRouteError
-from xroute.topology import DEFAULT_EXCHANGE
+from xroute.core.errors import XRouteError
+from xroute.core.topology import DEFAULT_EXCHANGE
 
 if TYPE_CHECKING:
     from xroute.amqp.connection import Connection

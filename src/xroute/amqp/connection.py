@@ -36,15 +36,15 @@ from xroute.amqp.frames import (
     HEARTBEAT_FRAME,
     PROTOCOL_HEADER,
     PUBLISH_INDEX,
-    decode_method,
-    decode_publish,
     MalformedFrame,
     MalformedUTF8,
     decode_auth_table,
+    decode_method,
+    decode_publish,
     method_frame,
 )
+from xroute.core.errors import FieldTableError
 from xroute.erlang.terms import io_format
-from xroute.errors import FieldTableError
 
 if TYPE_CHECKING:
     from xroute.amqp.broker import Broker

@@ -6,7 +6,7 @@ table, as RabbitMQ's ``rabbit_framing_amqp_0_9_1:lookup_amqp_exception`` applies
 
 from __future__ import annotations
 
-from xroute.errors import XRouteError
+from xroute.core.errors import XRouteError
 
 # Reply codes by RabbitMQ's names for them.
 REPLY_SUCCESS = 200

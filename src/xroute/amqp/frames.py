@@ -15,7 +15,7 @@ from typing import Any
 
 from pamqp import base, commands, encode
 
-from xroute.field_table import decode_table, encode_table
+from xroute.core.field_table import decode_table, encode_table
 
 FRAME_METHOD = 1
 FRAME_HEADER = 2
@@ -47,7 +47,7 @@ _header_frame_prefix = struct.Struct(">BHIHHQ")
 def decode_method(payload: bytes | memoryview) -> base.Frame:
     """A method frame's payload as a pamqp method, decoded by xroute: short strings that are
     not UTF-8 kept as surrogate escapes (RabbitMQ takes any bytes in a name), tables with
-    their values' AMQP types (`xroute.field_table`). KeyError for an unknown method index;
+    their values' AMQP types (`xroute.core.field_table`). KeyError for an unknown method index;
     `FieldTableError` or `MalformedFrame` for bytes that do not parse."""
     index = _method_index.unpack_from(payload)[0]
     kind = commands.INDEX_MAPPING[index]

@@ -1,8 +1,8 @@
 """A message's basic properties (the content header's flags and values), both ways.
 
-The headers table keeps its values' AMQP types (`xroute.field_table`); short strings that are
+The headers table keeps its values' AMQP types (`xroute.core.field_table`); short strings that are
 not UTF-8 stay surrogate escapes; a timestamp past the year 9999 stays an integer
-(`xroute.values.timestamp`), which RabbitMQ takes and a `datetime` cannot hold. The attribute
+(`xroute.core.values.timestamp`), which RabbitMQ takes and a `datetime` cannot hold. The attribute
 names are pamqp's (``message_type`` for ``type``), which tests of the broker read.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
-from xroute.field_table import decode_table, encode_table
-from xroute.values import TypedValue, datetime_seconds, timestamp
+from xroute.core.field_table import decode_table, encode_table
+from xroute.core.values import TypedValue, datetime_seconds, timestamp
 
 _u8 = struct.Struct(">B")
 _u16 = struct.Struct(">H")

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from xroute.amqp.errors import PRECONDITION_FAILED, AMQPError
-from xroute.values import field_type
 from xroute.amqp.message import Message, QueuedMessage
+from xroute.core.values import field_type
 
 if TYPE_CHECKING:
     from xroute.amqp.channel import Consumer

@@ -22,8 +22,7 @@ from xroute.amqp.errors import (
     AMQPError,
     not_found,
 )
-from xroute.erlang.terms import io_format
-from xroute.errors import (
+from xroute.core.errors import (
     AccessRefused,
     BindingNotFound,
     BrokerCrash,
@@ -35,7 +34,8 @@ from xroute.errors import (
     UnknownQueue,
     XRouteError,
 )
-from xroute.values import field_type
+from xroute.core.values import field_type
+from xroute.erlang.terms import io_format
 
 # An atom that ~p prints without quotes: a lowercase letter, then letters, digits, _ and @.
 _BARE_ATOM = re.compile(r"[a-z][A-Za-z0-9_@]*")

@@ -24,8 +24,8 @@ from xroute.amqp.message import Message, QueuedMessage
 from xroute.amqp.properties import rewrite
 from xroute.amqp.queues import ARGUMENT_RULES, BrokerQueue, check_queue_arguments
 from xroute.amqp.replies import refusal
-from xroute.dead_letter import dead_letter_settings
-from xroute.errors import (
+from xroute.core.dead_letter import dead_letter_settings
+from xroute.core.errors import (
     BindingNotFound,
     InvalidHeaders,
     InvalidRoutingKey,
@@ -34,10 +34,10 @@ from xroute.errors import (
     UnknownQueue,
     XRouteError,
 )
+from xroute.core.profiles import is_3x
+from xroute.core.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
+from xroute.core.values import field_type
 from xroute.exchanges.recent_history import Replay
-from xroute.profiles import is_3x
-from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
-from xroute.values import field_type
 
 # The broker keeps this many returned, dead-lettered and settled records for the test view.
 RECORD_LIMIT = 10_000

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xroute.amqp.vhost import Record
-from xroute.model import Binding
+from xroute.core.model import Binding
 
 if TYPE_CHECKING:
     from xroute.amqp.broker import Broker

@@ -31,9 +31,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from xroute.batch import BatchRouter
 from xroute.bench.experiments.machine import load_average
 from xroute.bench.shapes import SCALED_SHAPES, SHAPES, Shape
+from xroute.core.batch import BatchRouter
 from xroute.engines import TopicMatcher
 
 EXCHANGE = "bench"
@@ -79,7 +79,7 @@ def _rss_bytes() -> int:
 
 
 def _topology(shape: Shape) -> Any:
-    from xroute.topology import Topology
+    from xroute.core.topology import Topology
 
     topology = Topology()
     topology.declare_exchange(EXCHANGE, "topic")

@@ -25,8 +25,8 @@ from typing import Any
 
 from xroute.bench.experiments.machine import cpu_model, load_average, machine_note
 from xroute.bench.workload import random_word, seed_patterns
-from xroute.keys import HASH, STAR
-from xroute.topology import Topology
+from xroute.core.keys import HASH, STAR
+from xroute.core.topology import Topology
 
 DEFAULT_SIZES = (100, 1_000, 10_000)
 TRANSPORTS = ("memory", "redis")

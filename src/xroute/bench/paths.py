@@ -37,13 +37,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from xroute.batch import BatchRouter
 from xroute.bench.experiments.common import CheckFailed, check_same, wrong_routes
 from xroute.bench.experiments.machine import cpu_model, load_average, machine_note
 from xroute.bench.peers import build_peer
 from xroute.bench.workload import seed_keys, seed_patterns
+from xroute.core.batch import BatchRouter
+from xroute.core.topology import Topology
 from xroute.engines import TopicMatcher
-from xroute.topology import Topology
 
 ENGINE_SPECS = ("trie", "trie+cache", "dfa", "bitmap", "compiled", "auto")
 PEERS = ("kombu", "regex")

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from xroute.keys import HASH, STAR, split_words
+from xroute.core.keys import HASH, STAR, split_words
 
 PEER_NAMES = ("kombu", "regex", "mqtt")
 

@@ -325,12 +325,12 @@ def run_regex_cross_join(
 def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> dict[str, Any]:
     """The same per-task code as a Spark task, reading the whole file as one split, in this
     one process."""
-    from xroute.batch import BatchRouter
+    from xroute.core.batch import BatchRouter
+    from xroute.core.topology import Topology
     from xroute.pipeline.transform import Plan
     from xroute.spark.pyarrow_reader import arrow_schema, plan_splits, read_split, survey
     from xroute.spark.session import ARROW_BATCH_ROWS
     from xroute.spark.worker import OUTPUTS, Task, run_partition
-    from xroute.topology import Topology
 
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)  # the job folder; the writers add the output folders in it
@@ -355,7 +355,7 @@ def run_single_process(defs: Path, messages: Path, out: Path, engine: str) -> di
 
 def run_per_message(defs: Path, messages: Path, engine: str, count: int) -> dict[str, Any]:
     """`Topology.route`, one message at a time, on the first ``count`` keys."""
-    from xroute.topology import Topology
+    from xroute.core.topology import Topology
 
     topology = Topology.from_definitions(str(defs), engine=engine)
     keys = (

@@ -34,15 +34,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from xroute.batch import BatchRouter
 from xroute.bench.experiments.common import check_same, wrong_routes
 from xroute.bench.experiments.machine import load_average
 from xroute.bench.paths import build_matcher, decode_ids, time_call
 from xroute.bench.peers import build_peer
 from xroute.bench.shapes import SHAPES, Shape
+from xroute.core.batch import BatchRouter
+from xroute.core.topology import Topology
 from xroute.engines import TopicMatcher
 from xroute.engines.warm import warm as warm_kernels
-from xroute.topology import Topology
 
 ENGINES = ("trie", "dfa", "compiled", "auto")
 PEERS = ("regex", "kombu")

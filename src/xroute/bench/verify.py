@@ -21,11 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.batch import BatchRouter
 from xroute.bench.experiments.machine import load_average
 from xroute.bench.pipeline import EXCHANGE, Workload, ensure_workload
+from xroute.core.batch import BatchRouter
+from xroute.core.topology import Topology
 from xroute.pipeline.transform import route_records
-from xroute.topology import Topology
 from xroute.traces.records import PUBLISH, SCHEMA
 
 FILE_ROWS = 500_000

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import string
 
-from xroute.keys import HASH, STAR
+from xroute.core.keys import HASH, STAR
 
 WORD_SHARE, STAR_SHARE = 0.70, 0.20  # '#' takes the remaining 10%
 VOCABULARY = 1000  # literal words are drawn from w0 .. w999

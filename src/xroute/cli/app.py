@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from xroute.cli.processes import descendants, stop_descendants
-from xroute.errors import SparkConnectUnavailable, XRouteError
+from xroute.core.errors import SparkConnectUnavailable, XRouteError
 from xroute.extras import missing
 
 EXIT_OK = 0

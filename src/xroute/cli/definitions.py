@@ -9,8 +9,8 @@ import click
 
 from xroute.cli.app import cli
 from xroute.cli.options import resolve_definitions, vhost_option
-from xroute.errors import ManagementURLError
-from xroute.management import is_management_url
+from xroute.core.errors import ManagementURLError
+from xroute.sources.management import is_management_url
 
 
 @cli.group()

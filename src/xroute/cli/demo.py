@@ -8,7 +8,7 @@ from rich.table import Table
 
 from xroute._show import console as user_console
 from xroute.cli.app import cli
-from xroute.topology import Topology
+from xroute.core.topology import Topology
 
 EXCHANGE = "home"
 

@@ -21,12 +21,12 @@ from xroute.cli.options import (
     resolve_definitions,
     vhost_option,
 )
-from xroute.definitions import with_profile
+from xroute.core.topology import Topology
 from xroute.engines import ENGINES
 from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.sources.definitions import with_profile
 from xroute.tools.diff import StaticDiff, static_diff
-from xroute.topology import Topology
 
 SHOWN_LINES = 40  # static differences printed; diff.json has them all
 

@@ -8,16 +8,16 @@ from typing import Any
 
 import click
 
-from xroute.errors import ManagementURLError
-from xroute.management import (
+from xroute.core.errors import ManagementURLError
+from xroute.core.profiles import NAMES
+from xroute.core.topology import Topology
+from xroute.sources.management import (
     PASSWORD_VARIABLE,
     fetch_definitions,
     is_management_url,
     parse_management_url,
     password_from_env,
 )
-from xroute.profiles import NAMES
-from xroute.topology import Topology
 
 
 def parse_header(text: str) -> tuple[str, Any]:

@@ -20,10 +20,10 @@ from xroute.cli.options import (
     table_format_option,
     vhost_option,
 )
-from xroute.definitions import with_profile
 from xroute.engines import ENGINES
 from xroute.extras import require
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.sources.definitions import with_profile
 from xroute.spark.pyarrow_reader import READERS
 
 

@@ -10,7 +10,7 @@ import click
 
 from xroute.cli.app import cli
 from xroute.cli.options import DEFINITIONS_HELP, load_topology, rabbitmq_option
-from xroute.errors import XRouteError
+from xroute.core.errors import XRouteError
 
 
 def _user(text: str) -> tuple[str, str]:

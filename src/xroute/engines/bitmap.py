@@ -21,10 +21,10 @@ from typing import Any
 
 from pyroaring import BitMap
 
+from xroute.core.keys import split_words
 from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.reference import pattern_matches
 from xroute.engines.trie import TrieEngine
-from xroute.keys import split_words
 
 # Every binding change tests its pattern against each known key (about 1 µs each), so this
 # bound also bounds the cost of one add or remove (about 10 ms when full).

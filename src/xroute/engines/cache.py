@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from xroute.core.keys import split_words
 from xroute.engines.base import Words
 from xroute.engines.reference import pattern_matches
-from xroute.keys import split_words
 
 # NATS keeps at most 1024 results (slCacheMax) and sweeps down to 256 (slCacheSweep). Every
 # add and remove tests the changed pattern against each cached key, so this bound is also the

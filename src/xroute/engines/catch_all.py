@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from xroute.core.keys import HASH
 from xroute.engines.base import Words
-from xroute.keys import HASH
 
 
 def is_catch_all(words: Words) -> bool:

@@ -38,9 +38,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from xroute.core.keys import HASH, STAR
 from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.trie import Node, TrieEngine, step, step_labelled, step_unlabelled
-from xroute.keys import HASH, STAR
 
 # RabbitMQ measured its DFA as fastest per message but found its memory the problem (seed 002).
 # A state costs about 300 bytes before its cells; 20,000 states cover the warm key sets of the

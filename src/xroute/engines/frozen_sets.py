@@ -1,6 +1,6 @@
 """Key -> a set of members, read as one shared frozenset: the store behind the exact-key
 index (`xroute.engines.literal`), the shape index (`xroute.engines.shapes`) and the topology's
-literal routes (`xroute.literal_routes`).
+literal routes (`xroute.core.literal_routes`).
 
 Readers get the same frozenset for a key until it changes, so that their callers can key
 their own work by it. A key's frozenset is made anew on each change while it has at most

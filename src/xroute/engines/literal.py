@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterator
 
+from xroute.core.keys import HASH, STAR
 from xroute.engines.frozen_sets import STALE, FrozenSets
-from xroute.keys import HASH, STAR
 
 # A key with more destinations than this keeps them in a set, frozen on its next route.
 _FREEZE_NOW = 8

@@ -9,16 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from xroute.engines.base import ENGINES
-from xroute.engines.cache import RouteCache
-from xroute.errors import (
+from xroute.core.errors import (
     BindingNotFound,
     InvalidArguments,
     InvalidRoutingKey,
     UnknownEngine,
     short_repr,
 )
-from xroute.keys import (
+from xroute.core.keys import (
     ALWAYS_SHORT,
     MAX_KEY_BYTES,
     arrow_keys_fit,
@@ -26,6 +24,8 @@ from xroute.keys import (
     check_routing_key,
     split_words,
 )
+from xroute.engines.base import ENGINES
+from xroute.engines.cache import RouteCache
 
 DEFAULT_ENGINE = "auto"
 # A batch's distinct answer of at most this many destinations becomes ids as a Python list
@@ -128,7 +128,7 @@ class TopicMatcher:
 
     def match(self, key: str) -> frozenset:
         """The destinations whose patterns match the routing ``key``."""
-        # A short ASCII str needs no more checking (`xroute.keys`): two calls less a match.
+        # A short ASCII str needs no more checking (`xroute.core.keys`): two calls less a match.
         if key.__class__ is not str or len(key) > ALWAYS_SHORT or not key.isascii():
             check_routing_key(key)
         cache = self._cache
@@ -144,7 +144,7 @@ class TopicMatcher:
         """For an engine that keeps literal bindings (no ``*`` or ``#``) apart from the others
         (``auto``): a function of a valid routing key to the destinations of the bindings
         *with* wildcards that match it (the literal ones are left to the caller, which
-        indexes them itself: `xroute.literal_routes`). None for every other engine. Valid
+        indexes them itself: `xroute.core.literal_routes`). None for every other engine. Valid
         until the next `add` or `remove`: ask again after each."""
         current = getattr(self._engine, "wildcard_function", None)
         return current() if current is not None else None

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from xroute.core.keys import HASH, STAR, split_words
 from xroute.engines.base import Words, register
-from xroute.keys import HASH, STAR, split_words
 
 
 def pattern_matches(pattern: Words, words: Words) -> bool:

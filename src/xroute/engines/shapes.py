@@ -26,9 +26,9 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
+from xroute.core.keys import HASH, STAR
 from xroute.engines.base import EMPTY, Words
 from xroute.engines.frozen_sets import STALE, FrozenSets
-from xroute.keys import HASH, STAR
 
 # Beyond this many shapes, a key's lookups cost more than a warm DFA walk of a 5-word key
 # (about 1 µs against 0.15 µs a lookup): the caller's DFA answers instead.

@@ -13,9 +13,8 @@ import sys
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from xroute.core.keys import HASH, STAR, split_words
 from xroute.engines.base import EMPTY, Words, register
-from xroute.keys import HASH, STAR, split_words
-
 
 # A trie of 100k seed bindings has about 300k nodes, half of them with exactly one literal
 # child and most with at most one destination. Such a node keeps its child as a (word, node)

@@ -17,13 +17,13 @@ def warm() -> dict[str, float]:
     """Compile (or load from the cache) every kernel for every argument type used; seconds each."""
     import pyarrow as pa
 
-    from xroute.batch import BatchRouter
+    from xroute.core.batch import BatchRouter
+    from xroute.core.keys import split_words
+    from xroute.core.topology import Topology
     from xroute.engines import TopicMatcher, numba_cache
     from xroute.engines.flat_shapes import FlatShapes
     from xroute.engines.literal import LiteralIndex
     from xroute.engines.shapes import ShapeIndex
-    from xroute.keys import split_words
-    from xroute.topology import Topology
 
     numba_cache.prepare()
     seconds: dict[str, float] = {}

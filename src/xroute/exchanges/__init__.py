@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from xroute.errors import UnknownExchangeType
+from xroute.core.errors import UnknownExchangeType
+from xroute.core.profiles import DEFAULT_PROFILE, Profile
 from xroute.exchanges.base import ExchangeType
 from xroute.exchanges.consistent_hash import ConsistentHashExchange
 from xroute.exchanges.direct import DelimiterExchange, DirectExchange
@@ -26,7 +27,6 @@ from xroute.exchanges.pick_one import (
 from xroute.exchanges.recent_history import RecentHistoryExchange
 from xroute.exchanges.topic import TopicExchange
 from xroute.exchanges.unsupported import UnsupportedExchange
-from xroute.profiles import DEFAULT_PROFILE, Profile
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from xroute.model import Binding
+from xroute.core.model import Binding
 
 
 class ExchangeType(Protocol):
@@ -30,5 +30,5 @@ class ExchangeType(Protocol):
         ``keys`` are the routing key followed by the CC and BCC keys, already validated;
         ``headers`` are the validated headers without BCC. A type that returns a frozenset
         must also say, as ``shares_results``, whether such sets are shared by many messages
-        (the topology then keys its work by them: `xroute.destinations`).
+        (the topology then keys its work by them: `xroute.core.destinations`).
         """

@@ -20,15 +20,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from xroute.core.errors import BrokerCrash, InvalidArguments, PreconditionFailed, short_repr
+from xroute.core.keys import check_pattern
+from xroute.core.model import Binding, Destination, properties_of
+from xroute.core.profiles import DEFAULT_PROFILE, Profile
+from xroute.core.values import field_type, longstr
 from xroute.erlang import UNDEFINED, Exs1024, phash2
 from xroute.erlang.terms import io_format
-from xroute.errors import BrokerCrash, InvalidArguments, PreconditionFailed, short_repr
 from xroute.exchanges.terms import binary_or_undefined, plain, routing_keys, timestamp_seconds
 from xroute.exchanges.terms import typed as typed_term
-from xroute.keys import check_pattern
-from xroute.model import Binding, Destination, properties_of
-from xroute.profiles import DEFAULT_PROFILE, Profile
-from xroute.values import field_type, longstr
 
 HASH_HEADER = "hash-header"
 HASH_PROPERTY = "hash-property"
@@ -79,7 +79,7 @@ def hash_on(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
     """("header", name), ("property", name) or None (the routing key), from the exchange's
     arguments; `PreconditionFailed` where RabbitMQ refuses the declaration, `BrokerCrash`
     where it fails on it: a ``hash-header`` or ``hash-property`` that is not a longstr (a
-    ``bytes`` is a binary, `xroute.values`) meets no clause of its ``hash_args``."""
+    ``bytes`` is a binary, `xroute.core.values`) meets no clause of its ``hash_args``."""
     found = {}
     for name in (HASH_HEADER, HASH_PROPERTY):
         value = arguments.get(name)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from xroute.keys import check_pattern
-from xroute.model import Binding
+from xroute.core.keys import check_pattern
+from xroute.core.model import Binding
 
 
 class DirectExchange:

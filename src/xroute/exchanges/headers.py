@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from xroute.core.errors import InvalidArguments, XRouteError, short_repr
+from xroute.core.headers import VOID, canonical
+from xroute.core.model import Binding
+from xroute.core.profiles import DEFAULT_PROFILE, Profile
+from xroute.core.values import field_type, longstr
 from xroute.erlang.terms import io_format
-from xroute.errors import InvalidArguments, XRouteError, short_repr
-from xroute.headers import VOID, canonical
-from xroute.model import Binding
-from xroute.profiles import DEFAULT_PROFILE, Profile
-from xroute.values import field_type, longstr
 
 X_MATCH = "x-match"
 # x-match value -> (match any criterion?, do x- arguments count as criteria?)

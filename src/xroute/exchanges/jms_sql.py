@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from xroute.core.errors import SelectorError
 from xroute.erlang import Atom, format_term
-from xroute.errors import SelectorError
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<number>\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)"

@@ -25,11 +25,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from xroute.core.errors import RoutingFailed, SelectorError
+from xroute.core.keys import check_pattern
+from xroute.core.model import Binding
 from xroute.erlang import UNDEFINED, Atom, TermSyntaxError, parse_term, term_key
-from xroute.errors import RoutingFailed, SelectorError
 from xroute.exchanges.terms import typed
-from xroute.keys import check_pattern
-from xroute.model import Binding
 
 SELECTOR = "rjms_erlang_selector"
 TRUE, FALSE, ERROR = Atom("true"), Atom("false"), Atom("error")

@@ -19,12 +19,12 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from xroute.core.errors import InvalidArguments
+from xroute.core.keys import check_pattern
+from xroute.core.model import Binding, MessageHeaders, properties_of
+from xroute.core.profiles import DEFAULT_PROFILE, Profile
 from xroute.erlang import Atom, phash2, term_key
-from xroute.errors import InvalidArguments
 from xroute.exchanges.terms import routing_keys, table
-from xroute.keys import check_pattern
-from xroute.model import Binding, MessageHeaders, properties_of
-from xroute.profiles import DEFAULT_PROFILE, Profile
 
 PHASH2_RANGE = 2**27
 

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from xroute.core.errors import PreconditionFailed
+from xroute.core.model import Binding, Destination
+from xroute.core.values import field_type
 from xroute.erlang.terms import io_format
-from xroute.errors import PreconditionFailed
 from xroute.exchanges.fanout import FanoutExchange
-from xroute.model import Binding, Destination
-from xroute.values import field_type
 
 LENGTH = "x-recent-history-length"
 NO_STORE = "x-recent-history-no-store"

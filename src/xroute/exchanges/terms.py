@@ -3,12 +3,12 @@
 An AMQP 0-9-1 table value is ``{Type, Value}`` inside RabbitMQ 3.x (``rabbit_misc:table_lookup``
 on the table ``rabbit_binary_parser`` made) and, at the top of a table, the bare value from
 3.13 (message containers, ``mc_amqpl:routing_headers``). The type is the value's own when it
-is typed (`xroute.values`), else the one pika gives it (`xroute.values.PIKA`: ``str`` a
+is typed (`xroute.core.values`), else the one pika gives it (`xroute.core.values.PIKA`: ``str`` a
 longstr, ``bytes`` a binary, an int that fits 32 bits a signedint else a long, ``float`` a
 double, ``datetime`` a timestamp, ``Decimal`` a decimal, ``list`` an array, ``dict`` a table,
 ``None`` void).
 
-Values are already validated (`xroute.headers.check_headers`): nesting is walked without
+Values are already validated (`xroute.core.headers.check_headers`): nesting is walked without
 recursion, and a cycle cannot reach here.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from xroute.core.values import TypedValue, datetime_seconds, decimal_parts, field_type
 from xroute.erlang import UNDEFINED, Atom
-from xroute.values import TypedValue, datetime_seconds, decimal_parts, field_type
 
 _ATOMS: dict[str, Atom] = {}  # one Atom per type name
 

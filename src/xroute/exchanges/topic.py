@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from xroute.core.errors import PreconditionFailed
+from xroute.core.keys import check_pattern, is_short_key, split_words
+from xroute.core.literal_routes import LiteralRoutes
+from xroute.core.model import Binding
+from xroute.core.profiles import DEFAULT_PROFILE, Profile
+from xroute.core.wildcard_queues import WildcardQueues
 from xroute.engines import TopicMatcher
-from xroute.errors import PreconditionFailed
 from xroute.engines.catch_all import is_catch_all
 from xroute.engines.literal import is_literal
 from xroute.engines.reference import pattern_matches
-from xroute.keys import check_pattern, is_short_key, split_words
-from xroute.literal_routes import LiteralRoutes
-from xroute.model import Binding
-from xroute.profiles import DEFAULT_PROFILE, Profile
-from xroute.wildcard_queues import WildcardQueues
 
 
 class TopicExchange:
@@ -33,12 +33,12 @@ class TopicExchange:
         self.max_hash_words = profile.max_hash_words
         # An engine that keeps literal bindings apart (``auto``) can match the wildcard ones
         # alone: the literal ones' queue names are then counted here, by key, and
-        # `Topology.route` unites the two on a key's first route (`xroute.literal_routes`).
+        # `Topology.route` unites the two on a key's first route (`xroute.core.literal_routes`).
         # The function is asked again after each wildcard binding change (it may change).
         self.match_wildcards = self.matcher.wildcard_matcher()
         self.literal_routes = LiteralRoutes() if self.match_wildcards is not None else None
         # The wildcard bindings by queue name, from the first queue bound with '#' on
-        # (`xroute.wildcard_queues`): there such a queue's other bindings leave the trie.
+        # (`xroute.core.wildcard_queues`): there such a queue's other bindings leave the trie.
         self.wildcard_queues: WildcardQueues | None = None
 
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:

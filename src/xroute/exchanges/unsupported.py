@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from xroute.errors import UnsupportedExchangeType
+from xroute.core.errors import UnsupportedExchangeType
+from xroute.core.model import Binding
 from xroute.exchanges.fanout import FanoutExchange
-from xroute.model import Binding
 
 
 class UnsupportedExchange(FanoutExchange):

@@ -29,14 +29,14 @@ try:
     from kombu.transport.virtual import Channel as VirtualChannel
     from kombu.transport.virtual import Transport as VirtualTransport
 except ImportError as error:  # pragma: no cover - depends on the environment
-    from xroute.errors import MissingDependency
+    from xroute.core.errors import MissingDependency
 
     raise MissingDependency(
         "xroute.kombu needs kombu: pip install 'xroute[kombu]' (kombu>=5.3; redis>=4 for the "
         "Redis transport)", "kombu",
     ) from error
 
-from xroute.errors import XRouteError
+from xroute.core.errors import XRouteError
 from xroute.kombu.broker import Broker, MemoryBroker
 from xroute.kombu.channel import MemoryTransport, XRouteChannel, redis_classes
 from xroute.kombu.exchange import (

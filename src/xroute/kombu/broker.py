@@ -8,7 +8,7 @@ transport: one state per process) has nothing else to save; `xroute.kombu.redis_
 saves to Redis, so that every connection and process shares it.
 
 Headers and arguments are taken as py-amqp (kombu's client) sends them to RabbitMQ
-(`xroute.values.PY_AMQP`: ``bytes`` is a longstr).
+(`xroute.core.values.PY_AMQP`: ``bytes`` is a longstr).
 
 This module does no I/O and imports no kombu.
 """
@@ -19,17 +19,17 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from xroute.engines import DEFAULT_ENGINE
-from xroute.errors import (
+from xroute.core.errors import (
     BindingNotFound,
     InvalidHeaders,
     PreconditionFailed,
     UnknownExchange,
     UnknownQueue,
 )
-from xroute.model import Binding, Destination, DestinationType, Exchange, Queue
-from xroute.topology import Topology
-from xroute.values import PY_AMQP, as_sent_by
+from xroute.core.model import Binding, Destination, DestinationType, Exchange, Queue
+from xroute.core.topology import Topology
+from xroute.core.values import PY_AMQP, as_sent_by
+from xroute.engines import DEFAULT_ENGINE
 
 # The only headers that route a message on an exchange that is not a headers exchange.
 SENDER_SELECTED = ("CC", "BCC")
@@ -216,7 +216,7 @@ class Broker:
 
 
 def _py_amqp(table: Mapping[str, Any] | None) -> Any:
-    # kombu's values travel as py-amqp sends them: bytes as a longstr (xroute.values.PY_AMQP).
+    # kombu's values travel as py-amqp sends them: bytes as a longstr (xroute.core.values.PY_AMQP).
     return as_sent_by(table, PY_AMQP) if table else table
 
 

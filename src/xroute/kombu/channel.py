@@ -28,7 +28,7 @@ from kombu.transport.virtual.base import (
 )
 from kombu.utils.uuid import uuid
 
-from xroute.errors import PreconditionFailed
+from xroute.core.errors import PreconditionFailed
 from xroute.kombu.broker import Broker, MemoryBroker
 from xroute.kombu.exchange import EXCHANGE_TYPES
 

@@ -28,11 +28,11 @@ from typing import Any
 
 from kombu.transport.virtual import exchange as kombu_exchange
 
+from xroute.core.model import Binding, Exchange, Queue
+from xroute.core.topology import DEFAULT_EXCHANGE, Topology
 from xroute.engines import DEFAULT_ENGINE
 from xroute.kombu.broker import Broker
 from xroute.kombu.table import decode_arguments, decode_table, encode_arguments, encode_table
-from xroute.model import Binding, Exchange, Queue
-from xroute.topology import DEFAULT_EXCHANGE, Topology
 
 EXCHANGES = "_kombu.xroute.exchanges"
 QUEUES = "_kombu.xroute.queues"

@@ -9,7 +9,7 @@ matcher per message would cost more than kombu's own scan, so `TableRouter` keep
 rebuilds only when the rows differ: a binding added or removed by another process shows at
 the next publish, as it does in kombu.
 
-Values are py-amqp's (`xroute.values.PY_AMQP`): a ``bytes`` header or argument is a longstr,
+Values are py-amqp's (`xroute.core.values.PY_AMQP`): a ``bytes`` header or argument is a longstr,
 as py-amqp sends it to RabbitMQ, where xroute's core reads plain ``bytes`` as pika's binary.
 
 This module is pure (no kombu import, no I/O): it sees rows, keys and headers only.
@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from xroute.core.errors import InvalidArguments, XRouteError
+from xroute.core.topology import Topology
+from xroute.core.values import PY_AMQP, TYPE_CLASSES, TypedValue, as_sent_by
 from xroute.engines import DEFAULT_ENGINE
-from xroute.errors import InvalidArguments, XRouteError
 from xroute.exchanges.headers import criteria
-from xroute.topology import Topology
-from xroute.values import PY_AMQP, TYPE_CLASSES, TypedValue, as_sent_by
 
 # The exchange's name inside each private Topology: kombu's own name might be one the
 # Topology reserves (``amq.topic``), and the name never reaches the caller.
@@ -66,7 +66,7 @@ def _tagged(value: Any, name: str) -> list:
     if isinstance(value, Mapping):
         # In field order: nested tables compare in field order (docs/semantics.md).
         return ["table", [[str(k), _tagged(v, str(k))] for k, v in value.items()]]
-    if isinstance(value, TypedValue):  # xroute.values: the AMQP type is kept by its name
+    if isinstance(value, TypedValue):  # xroute.core.values: the AMQP type is kept by its name
         if isinstance(value, bytes):
             payload: Any = base64.b64encode(bytes(value)).decode("ascii")
         elif isinstance(value, float):

@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.errors import OutputNotOurs, PipelineFailed
+from xroute.core.errors import OutputNotOurs, PipelineFailed
 from xroute.pipeline.output import (
     PUBLISHING,
     STAGED_JOB,
@@ -47,7 +47,7 @@ from xroute.pipeline.output import (
     others,
     warn_left,
 )
-from xroute.storage import Location, locate
+from xroute.sources.storage import Location, locate
 
 
 class Staging:

@@ -31,10 +31,10 @@ from urllib.parse import quote
 
 import pyarrow.parquet as pq
 
-from xroute.errors import DatasetError
+from xroute.core.errors import DatasetError
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.stream_commit import BatchCommit
-from xroute.storage import Location
+from xroute.sources.storage import Location
 
 TABLE_FORMATS = ("parquet", "delta")
 DELTA_LOG = "_delta_log"

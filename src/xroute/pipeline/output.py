@@ -25,8 +25,8 @@ from urllib.parse import urlparse
 
 from pyarrow.fs import FileSelector, FileType
 
-from xroute.errors import OutputExists, OutputNotOurs, OutputOverlapsInput
-from xroute.storage import Location, locate
+from xroute.core.errors import OutputExists, OutputNotOurs, OutputOverlapsInput
+from xroute.sources.storage import Location, locate
 
 SUCCESS = "_SUCCESS"
 PUBLISHING = "_PUBLISHING"

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.topology import Topology
+from xroute.core.topology import Topology
 
 USERS = 4000  # 2 bindings each on "users"
 FLOORS, ROOMS, SENSORS = 5, 10, 8

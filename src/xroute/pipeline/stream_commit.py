@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from xroute.pipeline.commit import Staging
-from xroute.storage import Location, locate
+from xroute.sources.storage import Location, locate
 
 MARKERS = "_batches"
 BATCH_FOLDER = "batch_id={}"  # Hive-style: readers of OUT/<output>/ get a batch_id column

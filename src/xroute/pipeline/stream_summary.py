@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from xroute.model import Binding
+from xroute.core.model import Binding
 from xroute.pipeline.summary import build_summary
 
 COUNTS = ("input", "delivered", "deliveries", "unroutable", "rejected")

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from xroute.model import Binding
+from xroute.core.model import Binding
 
 TOP_KEYS = 20
 RATE_BASIS = (

@@ -1,7 +1,7 @@
 """The routing step of the pipeline, pure: an Arrow RecordBatch of messages in, its deliveries,
 unroutable and rejected records out, with the counts the summary needs.
 
-Routing is `xroute.batch.BatchRouter` (equal to `Topology.route_message`, message by message);
+Routing is `xroute.core.batch.BatchRouter` (equal to `Topology.route_message`, message by message);
 a record it cannot route is rejected with the library's own error as its reason. Every input
 row ends in exactly one of: delivered (one delivery row per queue), unroutable, rejected.
 """
@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from xroute.arrow_values import header_tables
-from xroute.batch import BatchRouter, check_key
-from xroute.errors import DatasetError, InvalidHeaders, UnknownExchange, XRouteError
+from xroute.core.batch import BatchRouter, check_key
+from xroute.core.errors import DatasetError, InvalidHeaders, UnknownExchange, XRouteError
 from xroute.pipeline.names import (
     CORRUPT,
     EXCHANGE,
@@ -564,9 +564,9 @@ def _headers(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
 
 
 def _field_tables(column: pa.Array, errors: dict[int, XRouteError]) -> list[Any]:
-    """Each record's headers from an AMQP field table, encoded (`xroute.field_table`, as a
+    """Each record's headers from an AMQP field table, encoded (`xroute.core.field_table`, as a
     RabbitMQ stream's ``amqp_headers`` are): every value in its own AMQP type."""
-    from xroute.field_table import decode_table
+    from xroute.core.field_table import decode_table
 
     encoded = column.dictionary_encode()
     parsed: list[Any] = []

@@ -10,7 +10,7 @@ routed.where("size(queues) = 0 AND error IS NULL")  # unroutable
 ```
 
 One row in, one row out, in the same order, with every input column kept: no message can be
-lost by construction. The routing is `xroute.batch.BatchRouter`, proven equal to
+lost by construction. The routing is `xroute.core.batch.BatchRouter`, proven equal to
 `Topology.route_message`, run batch by batch on Arrow (``mapInArrow``), never a row UDF. The
 topology travels inside the function itself (no ``SparkContext``), so a Spark Connect session
 (``SparkSession.builder.remote("sc://host:15002")``) routes exactly as a classic one; each
@@ -36,14 +36,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xroute.definitions import read_definitions, with_profile
-from xroute.errors import DatasetError
+from xroute.core.errors import DatasetError
+from xroute.core.topology import Topology
 from xroute.pipeline.engine import PIPELINE_ENGINE
-from xroute.spark.steps import RouteStep, staged_of
 from xroute.pipeline.transform import ERROR, QUEUES, RouteColumns
+from xroute.sources.definitions import read_definitions, with_profile
+from xroute.spark.steps import RouteStep, staged_of
 from xroute.spark.worker import ShippedTopology
-from xroute.topology import Topology
-
 
 __all__ = ["read_messages", "read_traces", "register", "route", "write"]
 
@@ -185,7 +184,7 @@ def write(
 def _definitions(
     topology: Topology | Mapping[str, Any] | str | Path, rabbitmq: str | None
 ) -> dict[str, Any]:
-    # The profile travels with the definitions to the workers (xroute.definitions.PROFILE_KEY).
+    # The profile travels with the definitions to the workers (xroute.sources.definitions.PROFILE_KEY).
     if isinstance(topology, Topology):
         return dict(with_profile(topology.to_definitions(), rabbitmq or topology.profile.name))
     return dict(with_profile(read_definitions(topology), rabbitmq))

@@ -23,25 +23,25 @@ from typing import Any
 
 import pyarrow as pa
 
-from xroute.definitions import read_definitions
-from xroute.errors import DatasetError, PipelineFailed
-from xroute.spark import io
+from xroute.core.errors import DatasetError, PipelineFailed
+from xroute.core.topology import Topology
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.figures import per_queue_bars
+from xroute.pipeline.transform import relative_path
+from xroute.sources.definitions import read_definitions
+from xroute.sources.storage import locate
+from xroute.spark import io
 from xroute.spark.pyarrow_reader import read_frame, survey
+from xroute.spark.session import ARROW_BATCH_ROWS, session_settings
 from xroute.spark.trace_input import (
     is_trace,
     message_format,
     read_trace_dataset,
     skipped_records,
 )
-from xroute.spark.session import ARROW_BATCH_ROWS, session_settings
-from xroute.pipeline.transform import relative_path
 from xroute.spark.worker import PartWriter, part_name
-from xroute.storage import locate
 from xroute.tools.diff import why_changed
-from xroute.topology import Topology
 
 CHANGES = "changes"  # the output folder of changed messages
 BEFORE, AFTER = "queues_before", "queues_after"

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 from pyarrow.fs import FileType
 
-from xroute.errors import DatasetError
+from xroute.core.errors import DatasetError
 from xroute.pipeline.names import (  # noqa: F401 - the readers' names, as io.NAME
     CORRUPT,
     EXCHANGE,
@@ -28,7 +28,7 @@ from xroute.pipeline.names import (  # noqa: F401 - the readers' names, as io.NA
     ROW_COLUMN,
     local_path,
 )
-from xroute.storage import Location, locate
+from xroute.sources.storage import Location, locate
 
 FORMATS = ("parquet", "json", "csv")
 SUFFIXES = {

@@ -23,14 +23,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.batch import BatchRouter
-from xroute.definitions import read_definitions
+from xroute.core.batch import BatchRouter
+from xroute.core.errors import DatasetError, PipelineFailed, XRouteError
+from xroute.core.topology import Topology
 from xroute.engines import TopicMatcher
-from xroute.errors import DatasetError, PipelineFailed, XRouteError
-from xroute.spark import io
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.delta import DeltaCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
+from xroute.pipeline.transform import Plan, route_batch
+from xroute.sources.definitions import read_definitions
+from xroute.sources.storage import locate
+from xroute.spark import io
 from xroute.spark.progress import spark_progress
 from xroute.spark.pyarrow_reader import (
     READERS,
@@ -46,14 +50,12 @@ from xroute.spark.session import (
     server_lost,
     session_settings,
 )
-from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
 from xroute.spark.trace_input import (
     is_trace,
     message_format,
     read_trace_dataset,
     skipped_records,
 )
-from xroute.pipeline.transform import Plan, route_batch
 from xroute.spark.worker import (
     MANIFEST_SCHEMA,
     OUTPUTS,
@@ -62,9 +64,7 @@ from xroute.spark.worker import (
     partition_function,
     split_function,
 )
-from xroute.storage import locate
 from xroute.tools.lint import FINGERPRINT, topology_fingerprint
-from xroute.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -404,7 +404,7 @@ def unreadable_file(text: str, source: str) -> tuple[str, str] | None:
     """(the file, "cannot read FILE: why") when a Spark error's text says that a file under
     ``source`` could not be read, by Spark's reader or by a task (whose `DatasetError` names
     it already)."""
-    raised = re.search(r"xroute\.errors\.DatasetError: (cannot read (\S+?):? .*)", text)
+    raised = re.search(r"xroute\.core\.errors\.DatasetError: (cannot read (\S+?):? .*)", text)
     if raised:
         return raised.group(2), raised.group(1).strip()
     location = locate(source)

@@ -18,11 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from xroute.definitions import read_definitions
+from xroute.core.errors import DatasetError
+from xroute.core.topology import Topology
 from xroute.engines import TopicMatcher
-from xroute.errors import DatasetError
-from xroute.spark import io
 from xroute.pipeline.output import check_apart, check_stream_out, check_writable
+from xroute.sources.definitions import read_definitions
+from xroute.sources.storage import Location, locate
+from xroute.spark import io
 from xroute.spark.pyarrow_reader import FOOTER_READERS, READERS, open_parquet
 from xroute.spark.trace_input import (
     check_trace,
@@ -32,8 +34,6 @@ from xroute.spark.trace_input import (
     message_format,
     refuse_schema,
 )
-from xroute.storage import Location, locate
-from xroute.topology import Topology
 
 JSON_SAMPLE_BYTES = 4 << 20  # JSON datasets up to this size have their keys read in full
 HEADER_BYTES = 1 << 16  # a CSV header line is read from at most this much of each file

@@ -29,19 +29,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.errors import DatasetError
+from xroute.core.errors import DatasetError
+from xroute.sources.storage import Location, locate
 from xroute.spark.io import (
     FILE_COLUMN,
     ROW_COLUMN,
-    Dataset,
     TASKS_PER_CORE,
+    Dataset,
     ParquetFooter,
     data_files,
     dataset_root,
     partitioned,
     shown,
 )
-from xroute.storage import Location, locate
 
 READERS = ("auto", "pyarrow", "spark")
 FOOTER_READERS = 16  # footers read at once

@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from xroute.errors import StreamURIError
+from xroute.core.errors import StreamURIError
 from xroute.streams.offsets import OffsetSpec, parse_offset
 from xroute.streams.uri import StreamEndpoint, parse_stream_uri, split_streams
 

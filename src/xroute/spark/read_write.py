@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from xroute.errors import DatasetError, XRouteError
-from xroute.spark import io
+from xroute.core.errors import DatasetError, XRouteError
 from xroute.pipeline.commit import Commit
 from xroute.pipeline.delta import DeltaCommit, check_table_format
+from xroute.pipeline.summary import build_summary, summary_files
+from xroute.pipeline.transform import Plan, RouteColumns, name_records, outputs_of
+from xroute.spark import io
 from xroute.spark.pyarrow_reader import arrow_schema, plan_splits, read_split, splits_frame, survey
 from xroute.spark.session import ARROW_BATCH_ROWS, default_parallelism, master_of
 from xroute.spark.steps import RouteStep, Staged, Tally, run_steps, staged_of
-from xroute.pipeline.summary import build_summary, summary_files
-from xroute.pipeline.transform import Plan, RouteColumns, name_records, outputs_of
 from xroute.spark.worker import MANIFEST_SCHEMA, OUTPUTS, Task, write_partition
 
 

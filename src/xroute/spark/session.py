@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from xroute.errors import JavaUnavailable, SparkConnectUnavailable
+from xroute.core.errors import JavaUnavailable, SparkConnectUnavailable
 
 # Every core, and a failed task tried up to 3 times, as a cluster retries it (a local master
 # retries nothing unless told).

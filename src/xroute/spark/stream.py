@@ -26,10 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
 
-from xroute.batch import BatchRouter
-from xroute.definitions import read_definitions, with_profile
-from xroute.engines import TopicMatcher
-from xroute.errors import (
+from xroute.core.batch import BatchRouter
+from xroute.core.errors import (
     DatasetError,
     DefinitionsError,
     OtherStreamOutput,
@@ -37,9 +35,17 @@ from xroute.errors import (
     SparkConnectUnavailable,
     XRouteError,
 )
-from xroute.spark import io
+from xroute.core.topology import Topology
+from xroute.engines import TopicMatcher
 from xroute.pipeline.delta import DeltaBatchCommit, check_table_format
 from xroute.pipeline.engine import PIPELINE_ENGINE
+from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
+from xroute.pipeline.stream_commit import BatchCommit, committed_batches
+from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
+from xroute.pipeline.transform import Plan
+from xroute.sources.definitions import read_definitions, with_profile
+from xroute.sources.storage import Location, locate
+from xroute.spark import io
 from xroute.spark.job import (
     check_invariant,
     make_plan,
@@ -47,15 +53,12 @@ from xroute.spark.job import (
     spark_error,
     unreadable_file,
 )
-from xroute.pipeline.output import STREAM_FILE, check_apart, check_stream_out
 from xroute.spark.session import (
     is_connect,
     master_of,
     server_lost,
     session_settings,
 )
-from xroute.pipeline.stream_commit import BatchCommit, committed_batches
-from xroute.pipeline.stream_summary import status_line, stream_summary, summary_files
 from xroute.spark.trace_input import (
     detect_trace,
     is_trace,
@@ -63,7 +66,6 @@ from xroute.spark.trace_input import (
     read_trace_stream,
     refuse_schema,
 )
-from xroute.pipeline.transform import Plan
 from xroute.spark.worker import (
     MANIFEST_SCHEMA,
     OUTPUTS,
@@ -71,9 +73,6 @@ from xroute.spark.worker import (
     Task,
     partition_function,
 )
-from xroute.storage import Location, locate
-from xroute.topology import Topology
-
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ class StreamOptions:
     keep_columns: tuple[str, ...] = ()
     engine: str = PIPELINE_ENGINE
     vhost: str | None = None
-    rabbitmq: str | None = None  # the version profile (xroute.profiles)
+    rabbitmq: str | None = None  # the version profile (xroute.core.profiles)
     columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
     table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
 

@@ -9,18 +9,17 @@ are.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
-
-from collections import Counter
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from xroute.errors import TraceFormatError
+from xroute.core.errors import TraceFormatError
+from xroute.sources.storage import locate
 from xroute.spark.io import FILE_COLUMN, ROW_COLUMN
-from xroute.storage import locate
 from xroute.traces.read import FORMATS, check_files, read_file, trace_files
 from xroute.traces.records import SCHEMA
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from xroute.errors import DatasetError, TraceFormatError
+from xroute.core.errors import DatasetError, TraceFormatError
+from xroute.sources.storage import Location, locate
 from xroute.spark import io
-from xroute.storage import Location, locate
 from xroute.traces.read import FORMATS as TRACE_FORMATS
 from xroute.traces.read import check_files, detect, trace_files
 from xroute.traces.records import PUBLISH, SCHEMA

@@ -26,15 +26,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.definitions import read_definitions
-from xroute.errors import PipelineFailed, TraceFormatError
+from xroute.core.errors import PipelineFailed, TraceFormatError
 from xroute.pipeline.commit import Commit
-from xroute.pipeline.output import check_apart, check_writable
 from xroute.pipeline.engine import PIPELINE_ENGINE
 from xroute.pipeline.figures import per_queue_bars
+from xroute.pipeline.output import check_apart, check_writable
+from xroute.sources.definitions import read_definitions
+from xroute.sources.storage import locate
 from xroute.spark.trace_frame import FILE_SEQ_STRIDE, file_frame
 from xroute.spark.worker import PartWriter, ShippedTopology, part_name
-from xroute.storage import locate
 from xroute.tools.explain import explain
 from xroute.traces.history import TopologyEvent, TopologyHistory
 from xroute.traces.read import check_files, read_file, trace_files

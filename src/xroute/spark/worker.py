@@ -32,10 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from xroute.batch import BatchRouter
-from xroute.spark.io import FILE_COLUMN
-from xroute.spark.pyarrow_reader import Split, read_split
-from xroute.spark.session import ARROW_BATCH_ROWS
+from xroute.core.batch import BatchRouter
+from xroute.core.topology import Topology
 from xroute.pipeline.transform import (
     Plan,
     RouteColumns,
@@ -44,8 +42,10 @@ from xroute.pipeline.transform import (
     outputs_of,
     route_columns,
 )
-from xroute.storage import Location, locate
-from xroute.topology import Topology
+from xroute.sources.storage import Location, locate
+from xroute.spark.io import FILE_COLUMN
+from xroute.spark.pyarrow_reader import Split, read_split
+from xroute.spark.session import ARROW_BATCH_ROWS
 
 OUTPUTS = ("deliveries", "unroutable", "rejected")
 MANIFEST_SCHEMA = "manifest string"

@@ -8,7 +8,7 @@ annotations ``x-exchange`` and ``x-routing-key``, and the basic properties that 
 as ``x-basic-*`` annotations and properties.
 
 Values come back as the 0-9-1 field values RabbitMQ turns them into when it reads the message
-back (``rabbit_msg_record:to_091``), with `xroute.values`' classes: ``ubyte`` is an
+back (``rabbit_msg_record:to_091``), with `xroute.core.values`' classes: ``ubyte`` is an
 `unsignedbyte`, ``float`` a `float32`, ``timestamp`` (milliseconds) a `timestamp` in seconds,
 ``utf8`` and ``symbol`` a ``str``, ``binary`` ``bytes``; lists, arrays and maps (4.x keeps
 nested tables so) are lists and dicts. `rstream`'s own decoder drops these types (every
@@ -22,8 +22,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from xroute.errors import XRouteError
-from xroute.values import (
+from xroute.core.errors import XRouteError
+from xroute.core.values import (
     byte,
     float32,
     long,

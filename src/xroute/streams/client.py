@@ -18,7 +18,7 @@ import itertools
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
-from xroute.errors import StreamError, StreamNotFound, StreamTruncated
+from xroute.core.errors import StreamError, StreamNotFound, StreamTruncated
 from xroute.streams.offsets import OffsetSpec
 from xroute.streams.uri import StreamEndpoint
 

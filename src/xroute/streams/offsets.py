@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from xroute.errors import StreamURIError
+from xroute.core.errors import StreamURIError
 
 KINDS = ("first", "last", "next", "offset", "timestamp")
 

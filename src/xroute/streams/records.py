@@ -27,8 +27,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from xroute.errors import StreamError, TraceFormatError
-from xroute.field_table import encode_table
+from xroute.core.errors import StreamError, TraceFormatError
+from xroute.core.field_table import encode_table
 from xroute.streams.amqp10 import Message10, decode_message
 from xroute.traces.records import SCHEMA as TRACE_SCHEMA
 from xroute.traces.records import json_value
@@ -44,7 +44,7 @@ MESSAGE_SCHEMA = pa.schema(
         pa.field("exchange", pa.string()),
         pa.field("routing_key", pa.string()),
         pa.field("headers", pa.string()),  # JSON text
-        pa.field("amqp_headers", pa.binary()),  # the same table, typed (xroute.field_table)
+        pa.field("amqp_headers", pa.binary()),  # the same table, typed (xroute.core.field_table)
         pa.field("message_id", pa.string()),
         pa.field("correlation_id", pa.string()),
         pa.field("timestamp", pa.int64()),  # the AMQP timestamp property, seconds

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlparse
 
-from xroute.errors import StreamURIError
+from xroute.core.errors import StreamURIError
 
 SCHEME = "rabbitmq-stream"
 DEFAULT_PORT = 5552

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from xroute.bench.workload import key_from_pattern
+from xroute.core.errors import InvalidLintInput, InvalidRoutingKey
+from xroute.core.keys import HASH, check_routing_key, split_words
+from xroute.core.topology import Topology
 from xroute.engines.trie import TrieEngine, step
-from xroute.errors import InvalidLintInput, InvalidRoutingKey
-from xroute.keys import HASH, check_routing_key, split_words
-from xroute.patterns import normal_words
-from xroute.topology import Topology
+from xroute.tools.patterns import normal_words
 
 # Keys generated per exchange: enough for a stable mean (the walk is deterministic per key),
 # few enough that lint stays interactive on exchanges of 10k bindings.

@@ -8,7 +8,7 @@
 * queues added, removed, and queues that would receive nothing any more (no publishable
   exchange reaches them, through bindings and alternate exchanges; the default exchange, which
   reaches every queue by its name, is left out, or no queue would ever be starved);
-* for topic bindings, how the pattern changed, decided exactly with `xroute.patterns`
+* for topic bindings, how the pattern changed, decided exactly with `xroute.tools.patterns`
   (widened, narrowed, equivalent or different) with a witness key for each direction, and the
   key lengths (in words) that gain or lose.
 
@@ -24,12 +24,15 @@ from dataclasses import dataclass, field
 from itertools import combinations_with_replacement
 from typing import Any
 
-from xroute.errors import InclusionTooCostly
+from xroute.core.errors import InclusionTooCostly
+from xroute.core.headers import frozen_arguments
+from xroute.core.keys import HASH, STAR, split_words
+from xroute.core.model import Binding
+from xroute.core.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Topology
 from xroute.exchanges.headers import X_MATCH
-from xroute.headers import frozen_arguments
-from xroute.keys import HASH, STAR, split_words
-from xroute.model import Binding
-from xroute.patterns import (
+from xroute.tools.explain import Explanation, explain
+from xroute.tools.findings import binding_ref, describe_binding
+from xroute.tools.patterns import (
     counterexample,
     equivalent,
     fresh_word,
@@ -37,9 +40,6 @@ from xroute.patterns import (
     includes_normal,
     normal_words,
 )
-from xroute.tools.explain import Explanation, explain
-from xroute.tools.findings import binding_ref, describe_binding
-from xroute.topology import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE, Topology
 
 # Key lengths are checked one by one, exactly, up to the two patterns' lengths plus this
 # margin; past it every further word of a key falls under a '#' of both patterns, so the answer
@@ -55,7 +55,7 @@ MAX_EXPANSIONS = 5000
 class PatternChange:
     """How a topic pattern changed: ``relation`` is ``widened`` (every key the old one routed,
     and more), ``narrowed``, ``equivalent``, ``different`` (each routes keys the other does not)
-    or ``undecided`` (`xroute.errors.InclusionTooCostly`). ``gained_key`` is a key routed now and
+    or ``undecided`` (`xroute.core.errors.InclusionTooCostly`). ``gained_key`` is a key routed now and
     not before, ``lost_key`` the reverse; the lengths are those, in words, where such keys exist
     (``open_ended``: and every longer length)."""
 

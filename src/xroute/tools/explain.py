@@ -24,16 +24,16 @@ from typing import Any
 from rich.markup import escape
 from rich.tree import Tree
 
-from xroute.dead_letter import DeadLetter
+from xroute.core.dead_letter import DeadLetter
+from xroute.core.headers import VOID, check_headers, sender_selected_keys
+from xroute.core.keys import HASH, split_words
+from xroute.core.model import Binding, Exchange
+from xroute.core.topology import DEFAULT_EXCHANGE, Topology
 from xroute.engines.reference import pattern_matches
 from xroute.exchanges.direct import delimited_keys
 from xroute.exchanges.headers import X_MATCH, comparers, criteria
-from xroute.headers import VOID, check_headers, sender_selected_keys
-from xroute.keys import HASH, split_words
-from xroute.model import Binding, Exchange
-from xroute.patterns import WILDCARDS, captures, fresh_word, min_words
 from xroute.tools.findings import binding_ref, describe_binding
-from xroute.topology import DEFAULT_EXCHANGE, Topology
+from xroute.tools.patterns import WILDCARDS, captures, fresh_word, min_words
 
 # Per exchange: enough to spot a typo, few enough to read.
 MAX_NEAR_MISSES = 10
@@ -177,7 +177,7 @@ _ASSUMED = {
     int: "int taken as {kind} (pika's rule; a client may send another width)",
     float: "float taken as double (a client may send a float32)",
 }
-_SAY_IT = "; say it with a typed value of xroute.values"
+_SAY_IT = "; say it with a typed value of xroute.core.values"
 MAX_TYPE_NOTES = 20  # binding arguments of a large headers exchange: enough to see the point
 
 
@@ -186,7 +186,7 @@ def type_notes(headers: dict[str, Any], visited: list[Exchange], topology: Topol
     rule) where the type changes this route: inside arrays and tables on a headers exchange
     (``[short 1]`` is not ``[1]``) and in ``CC``/``BCC`` (only longstr elements are keys);
     at the top, bytes read by a JMS selector (a binary crashes it) or hashed by a consistent
-    hash, and numbers hashed with their type (3.x). Typed values (`xroute.values`), and
+    hash, and numbers hashed with their type (3.x). Typed values (`xroute.core.values`), and
     values whose type no client chooses (str, bool, None...), give no note."""
     kinds = {x.type for x in visited}
     hashed = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from xroute.model import Binding
+from xroute.core.model import Binding
 
 Severity = Literal["error", "warning", "info"]
 # error: RabbitMQ would refuse it, or messages are lost without a trace;

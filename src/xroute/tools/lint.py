@@ -14,19 +14,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from xroute.definitions import pick_vhost, read_definitions, section_entries
-from xroute.errors import InvalidArguments, InvalidLintInput, XRouteError
+from xroute.core.errors import InvalidArguments, InvalidLintInput, XRouteError
+from xroute.core.headers import frozen_arguments
+from xroute.core.keys import HASH, split_words
+from xroute.core.model import Binding
+from xroute.core.profiles import NAMES, profile
+from xroute.core.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 from xroute.exchanges import UnsupportedExchange
 from xroute.exchanges.headers import X_MATCH, match_mode
-from xroute.headers import frozen_arguments
-from xroute.keys import HASH, split_words
-from xroute.model import Binding
-from xroute.patterns import WILDCARDS, normal_words
-from xroute.profiles import NAMES, profile
+from xroute.sources.definitions import pick_vhost, read_definitions, section_entries
 from xroute.tools.cost import rank_costs
 from xroute.tools.findings import Finding, LintReport, binding_ref, describe_binding, sort_findings
+from xroute.tools.patterns import WILDCARDS, normal_words
 from xroute.tools.redundancy import Cover, covers
-from xroute.topology import DEFAULT_EXCHANGE, STANDARD_EXCHANGES, Topology
 
 # A topic exchange with this many bindings is "large": the seed article's slowdowns from
 # leading '#' patterns show from thousands of bindings; below, any trie walk is cheap.

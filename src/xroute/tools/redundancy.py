@@ -2,7 +2,7 @@
 reach that destination through another binding anyway (a queue gets one copy however many of
 its bindings match).
 
-Decided exactly for every exchange type: topic patterns by `xroute.patterns` inclusion, headers
+Decided exactly for every exchange type: topic patterns by `xroute.tools.patterns` inclusion, headers
 criteria by the message that meets a binding's criteria and nothing more (routed by the
 library's own headers index), direct and x-delimiter by equal keys, fanout always.
 """
@@ -13,12 +13,12 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from xroute.errors import InclusionTooCostly, XRouteError
+from xroute.core.errors import InclusionTooCostly, XRouteError
+from xroute.core.headers import VOID
+from xroute.core.keys import split_words
+from xroute.core.model import Binding
 from xroute.exchanges.headers import HeadersExchange, criteria
-from xroute.headers import VOID
-from xroute.keys import split_words
-from xroute.model import Binding
-from xroute.patterns import WILDCARDS, includes_normal, normal_words
+from xroute.tools.patterns import WILDCARDS, includes_normal, normal_words
 
 
 @dataclass(frozen=True)

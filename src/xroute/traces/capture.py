@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xroute.amqp.properties import decode_properties
-from xroute.errors import TraceFormatError
-from xroute.storage import Location, locate
+from xroute.core.errors import TraceFormatError
+from xroute.sources.storage import Location, locate
 from xroute.traces.firehose import EVENT_EXCHANGE, TRACE_EXCHANGE, record_of_message
 from xroute.traces.records import TraceRecord, to_table
 

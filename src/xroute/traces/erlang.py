@@ -1,17 +1,17 @@
 """AMQP values as RabbitMQ prints them in Erlang term text (`xroute.erlang.terms`): the
 tracing plugin's ``text`` log format (routing keys, properties) and the event exchange's
 binding arguments (``{<<"x-match">>,longstr,<<"all">>}``), each a ``{Name, Type, Value}``.
-Each value keeps its AMQP type (`xroute.values`): a short stays a short, a binary a binary."""
+Each value keeps its AMQP type (`xroute.core.values`): a short stays a short, a binary a binary."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 from typing import Any
 
-from xroute import values
+from xroute.core import values
+from xroute.core.errors import TraceFormatError
+from xroute.core.field_table import decode_table, decode_value, encode_table, encode_value
 from xroute.erlang import terms
-from xroute.errors import TraceFormatError
-from xroute.field_table import decode_table, decode_value, encode_table, encode_value
 
 
 def parse_term(text: str) -> Any:
@@ -26,7 +26,7 @@ def parse_term(text: str) -> Any:
 
 
 def _typed(kind: Any, value: Any) -> Any:
-    """The explicit typed value of RabbitMQ's ``{Type, Value}`` (`xroute.values`)."""
+    """The explicit typed value of RabbitMQ's ``{Type, Value}`` (`xroute.core.values`)."""
     kind = str(kind)
     if kind in ("longstr", "shortstr"):
         return values.longstr(bytes(value))
@@ -53,8 +53,8 @@ def _typed(kind: Any, value: Any) -> Any:
 
 def typed_value(kind: Any, value: Any) -> Any:
     """The value of one AMQP field as RabbitMQ's ``{Type, Value}`` pair holds it, with its
-    type, in the form `xroute.field_table` decodes the same field to (a longstr that is UTF-8
-    as ``str``, a short as `xroute.values.short`...)."""
+    type, in the form `xroute.core.field_table` decodes the same field to (a longstr that is UTF-8
+    as ``str``, a short as `xroute.core.values.short`...)."""
     return decode_value(encode_value(_typed(kind, value)))[0]
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from xroute.errors import TraceFormatError
+from xroute.core.errors import TraceFormatError
 from xroute.traces.erlang import parse_term, typed_table
 from xroute.traces.records import DELIVER, EVENT, PUBLISH, TraceRecord, utc
 

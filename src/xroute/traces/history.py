@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from xroute.errors import TraceFormatError, XRouteError
-from xroute.topology import Topology
+from xroute.core.errors import TraceFormatError, XRouteError
+from xroute.core.topology import Topology
 
 # Event kinds that change what a message routes to, and the ones that cannot be replayed.
 TOPOLOGY_EVENTS = (

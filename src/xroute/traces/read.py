@@ -16,8 +16,8 @@ import posixpath
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xroute.errors import TraceFormatError
-from xroute.storage import Location, locate
+from xroute.core.errors import TraceFormatError
+from xroute.sources.storage import Location, locate
 from xroute.traces.records import SCHEMA, to_table
 
 # Columns that captures written by earlier versions lack (read as nulls).

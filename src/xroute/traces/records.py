@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from xroute.field_table import encode_table
+from xroute.core.field_table import encode_table
 
 PUBLISH = "publish"
 DELIVER = "deliver"

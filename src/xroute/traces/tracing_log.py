@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from xroute.errors import TraceFormatError
+from xroute.core.errors import TraceFormatError
 from xroute.traces.erlang import parse_term, typed_table
 from xroute.traces.records import DELIVER, PUBLISH, TraceRecord, payload_from_base64, utc
 

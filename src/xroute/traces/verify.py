@@ -36,18 +36,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from xroute.batch import BatchRouter
-from xroute.errors import (
+from xroute.core.batch import BatchRouter
+from xroute.core.errors import (
     InvalidHeaders,
     UnknownExchange,
     UnknownExchangeType,
     UnsupportedExchangeType,
     XRouteError,
 )
-from xroute.field_table import decode_table
-from xroute.model import Binding
+from xroute.core.field_table import decode_table
+from xroute.core.model import Binding
+from xroute.core.topology import DEFAULT_EXCHANGE, Exchange, Topology
 from xroute.pipeline.transform import PROPERTY_COLUMNS, properties_of, route_records
-from xroute.topology import DEFAULT_EXCHANGE, Exchange, Topology
 from xroute.traces.history import TopologyHistory
 from xroute.traces.records import PUBLISH
 

@@ -18,7 +18,7 @@ from typing import Any
 from xroute.bench.experiments.common import Context, Progress, seconds_per_item, table
 from xroute.bench.rabbitmq import connect
 from xroute.bench.workload import random_word, seed_keys, seed_patterns
-from xroute.topology import Topology
+from xroute.core.topology import Topology
 
 NUMBER = 6
 KEY = "rabbitmq"

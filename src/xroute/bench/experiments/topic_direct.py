@@ -21,8 +21,8 @@ from xroute.bench.experiments.common import (
     table,
 )
 from xroute.bench.experiments.peers import peer_rows
+from xroute.core.topology import Topology
 from xroute.engines import DEFAULT_ENGINE, ENGINES
-from xroute.topology import Topology
 
 NUMBER = 4
 KEY = "topic_direct"

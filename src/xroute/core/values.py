@@ -7,7 +7,7 @@ RabbitMQ keeps the type, and it counts: inside arrays and tables the headers exc
 name the type explicitly; each is a subclass of the builtin it holds, so code that does not care
 sees an ordinary ``int``, ``float`` or ``bytes``::
 
-    from xroute.values import short, float32, binary, longstr
+    from xroute.core.values import short, float32, binary, longstr
     topology.route("h", "", {"ids": [short(1), float32(1.5), binary(b"abc")]})
 
 Their names are RabbitMQ's (``rabbit_binary_parser``), with the type code each travels as:
@@ -47,15 +47,15 @@ plain values by `PIKA`, with py-amqp's types, and its plain values keep their fa
 
 from __future__ import annotations
 
+import calendar
 import math
 import struct
-import calendar
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any, ClassVar
 
-from xroute.errors import InvalidFieldValue
+from xroute.core.errors import InvalidFieldValue
 
 __all__ = [
     "PIKA",

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xroute.errors import InvalidArguments, short_repr
+from xroute.core.errors import InvalidArguments, short_repr
 
 REASONS = ("rejected", "expired", "maxlen", "delivery_limit")
 X_DEATH = "x-death"

@@ -1,9 +1,9 @@
 """Message headers and binding arguments: validation, and the typed equality that the headers
 exchange uses, measured against RabbitMQ (docs/semantics.md).
 
-A value has the AMQP type it travels as (`xroute.values`): an explicit typed value
+A value has the AMQP type it travels as (`xroute.core.values`): an explicit typed value
 (``short(1)``, ``binary(b"x")``...) says it, a plain Python value has the type pika gives it
-(`xroute.values.PIKA`: ``str`` a longstr, ``bytes`` a binary, ``int`` a signed int or a long,
+(`xroute.core.values.PIKA`: ``str`` a longstr, ``bytes`` a binary, ``int`` a signed int or a long,
 ``float`` a double, ``datetime`` a timestamp, ``Decimal`` a decimal, ``list`` an array,
 ``dict`` a table, ``None`` void). `canonical` turns a value into a hashable form that is equal
 exactly when RabbitMQ's comparison (``==`` on its terms) is:
@@ -33,10 +33,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from xroute.errors import InvalidFieldValue, InvalidHeaders
-from xroute.errors import short_repr as _short
-from xroute.keys import MAX_KEY_BYTES
-from xroute.values import (
+from xroute.core.errors import InvalidFieldValue, InvalidHeaders
+from xroute.core.errors import short_repr as _short
+from xroute.core.keys import MAX_KEY_BYTES
+from xroute.core.values import (
     TypedValue,
     datetime_seconds,
     decimal_parts,
@@ -60,7 +60,7 @@ def canonical(value: Any, name: str = "?", timestamp_unit: int = 1) -> Canonical
 
     A timestamp is its seconds times ``timestamp_unit``: 1000 for a message's header in
     RabbitMQ 3.13 and later, which route a top-level timestamp as its milliseconds
-    (`xroute.profiles.Profile.timestamp_header_millis`).
+    (`xroute.core.profiles.Profile.timestamp_header_millis`).
 
     Raises `InvalidHeaders`, naming the value, for what an AMQP table cannot carry or RabbitMQ
     refuses: an unsupported type, an integer beyond 64 bits, NaN or infinity, a timestamp before
@@ -227,7 +227,7 @@ def _unsupported(value: Any, name: Any) -> InvalidHeaders:
     return InvalidHeaders(
         f"header {name!r}: a value of type {type(value).__name__} ({_short(value)}) cannot be "
         "carried in an AMQP table; use str, bytes, int, float, bool, None, datetime, Decimal, "
-        "list, dict or a typed value of xroute.values",
+        "list, dict or a typed value of xroute.core.values",
         name,
         value,
     )
@@ -293,7 +293,7 @@ def sender_selected_keys(headers: Mapping[str, Any], name: str) -> list[str]:
 
     The header must be an array (else `InvalidHeaders`, as RabbitMQ refuses the message with
     406, void included); only its longstr elements are keys, of any length (a ``str``, or a
-    `xroute.values.longstr`, whose bytes that are not UTF-8 are kept as surrogate escapes);
+    `xroute.core.values.longstr`, whose bytes that are not UTF-8 are kept as surrogate escapes);
     elements of every other type, binary (``bytes``) included, are skipped.
     """
     if name not in headers:

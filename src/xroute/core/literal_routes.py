@@ -3,7 +3,7 @@ key without a walk over its bindings.
 
 A binding without ``*`` or ``#`` matches exactly one routing key. `Topology.route`'s first
 route of a key used to match bindings, then map the matched set to queue names
-(`xroute.destinations`): on RabbitMQ 4.3's unicast benchmark every key has its own set of
+(`xroute.core.destinations`): on RabbitMQ 4.3's unicast benchmark every key has its own set of
 one binding, so that mapping ran once per key, and on its large fan-out (10k queues on one
 key) it was a loop over 10k bindings (2 ms). Here each key's queue names are kept as the
 frozenset a route returns, updated when a binding is made or removed, so a first route is a

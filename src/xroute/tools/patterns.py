@@ -1,6 +1,6 @@
 """Topic binding patterns as objects to reason about: a canonical form, exact inclusion and
 equivalence, and which words each wildcard took in a match. ``xroute lint`` and ``xroute explain``
-are built on these; everything is validated through `xroute.keys`.
+are built on these; everything is validated through `xroute.core.keys`.
 
 Inclusion (``includes(a, b)``: every key that ``b`` matches, ``a`` matches too) is decided
 exactly by walking the keys of ``b`` in step with the set of live positions of ``a``, one word
@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from xroute.core.errors import InclusionTooCostly
+from xroute.core.keys import HASH, STAR, check_pattern, check_routing_key, split_words
 from xroute.engines.base import Words
 from xroute.engines.reference import pattern_matches
-from xroute.errors import InclusionTooCostly
-from xroute.keys import HASH, STAR, check_pattern, check_routing_key, split_words
 
 WILDCARDS = (STAR, HASH)
 # Inclusion is exact; this bound only stops a pathological pair (long runs of `*` between

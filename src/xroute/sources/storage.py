@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote, urlparse
 
 import pyarrow.fs as pafs
 
-from xroute.errors import StorageError
+from xroute.core.errors import StorageError
 
 _FILESYSTEMS: dict[str, pafs.FileSystem] = {}
 

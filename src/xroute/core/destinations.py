@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from xroute.model import Binding, Destination
+from xroute.core.model import Binding, Destination
 
 _DESTINATION = attrgetter("destination")
 _KIND, _NAME = attrgetter("destination.kind"), attrgetter("destination.name")

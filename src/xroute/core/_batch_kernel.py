@@ -1,4 +1,4 @@
-"""The numba kernels of `xroute.batch.BatchRouter`: a batch's matched bindings expanded into
+"""The numba kernels of `xroute.core.batch.BatchRouter`: a batch's matched bindings expanded into
 (message, queue) pairs, (message, next exchange) pairs and hit counts.
 
 Imported only when a batch is first routed (importing numba costs about half a second), after

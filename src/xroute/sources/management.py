@@ -3,7 +3,7 @@
 A URL names the broker and the user, never the password: ``http://user@host:15672`` (https
 too; a path after the port is the API's prefix, ``management.path_prefix``). The password is
 given by the caller, else read from ``RABBITMQ_PASSWORD``; the command line prompts for it.
-Every failure is a typed `xroute.errors.ManagementError`: refused credentials, nothing
+Every failure is a typed `xroute.core.errors.ManagementError`: refused credentials, nothing
 answering as a management API, a timeout, a virtual host the broker does not have.
 
 The stdlib's urllib does the HTTP: one GET, basic auth, JSON back; no dependency is worth it.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from xroute.errors import (
+from xroute.core.errors import (
     ManagementAuthFailed,
     ManagementTimeout,
     ManagementUnavailable,

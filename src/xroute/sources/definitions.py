@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from xroute.errors import DefinitionsError, short_repr
-from xroute.management import fetch_definitions, is_management_url
-from xroute.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE
-from xroute.storage import is_uri, locate
+from xroute.core.errors import DefinitionsError, short_repr
+from xroute.core.model import ALTERNATE_EXCHANGE, DEFAULT_EXCHANGE
+from xroute.sources.management import fetch_definitions, is_management_url
+from xroute.sources.storage import is_uri, locate
 
 _SECTIONS = ("queues", "exchanges", "bindings", "policies")
 # What RabbitMQ's exports hold (rabbit_definitions, the management API's /api/definitions): the
@@ -32,7 +32,7 @@ def with_profile(
     (`PROFILE_KEY`), which `Topology.from_definitions` honours when it is given none itself."""
     if rabbitmq is None:
         return source
-    from xroute.profiles import profile
+    from xroute.core.profiles import profile
 
     profile(rabbitmq)  # an unknown version fails here
     return {**read_definitions(source), PROFILE_KEY: rabbitmq}
@@ -45,9 +45,9 @@ def read_definitions(
     password: str | None = None,
 ) -> dict[str, Any]:
     """The parsed export from a path, JSON text, a dict that is already parsed, or a live
-    broker's management API URL (``http(s)://user@host:15672``, `xroute.management`: only
+    broker's management API URL (``http(s)://user@host:15672``, `xroute.sources.management`: only
     ``vhost`` is fetched when given; ``password`` defaults to ``RABBITMQ_PASSWORD``), or a file
-    at another URI (s3://, gs://, hdfs://...: `xroute.storage`). An http(s) URL is always read
+    at another URI (s3://, gs://, hdfs://...: `xroute.sources.storage`). An http(s) URL is always read
     as a management API, never as a file served over HTTP."""
     if isinstance(source, Mapping):
         check_export(source)
@@ -72,7 +72,7 @@ def read_definitions(
                 where,
             )
         try:
-            if is_uri(text):  # s3://, gs://, hdfs://...: any storage xroute.storage reads
+            if is_uri(text):  # s3://, gs://, hdfs://...: any storage xroute.sources.storage reads
                 text = locate(text).read_bytes().decode("utf-8")
             else:
                 text = Path(source).read_text(encoding="utf-8")

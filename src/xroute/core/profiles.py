@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xroute.errors import UnknownProfile
+from xroute.core.errors import UnknownProfile
 
 # Most recent first.
 VERSIONS = ("4.3", "4.0", "3.13", "3.12", "3.10")

@@ -10,7 +10,7 @@ bindings every queue has such a binding: a first route walked about 600 bindings
 queues, where this index walks the ``#`` bindings and one shape.
 
 So `Topology.route`'s first route of a key (`Topology._route_literal`) asks this index for the
-wildcard bindings' queue names, beside `xroute.literal_routes` for the literal ones. The
+wildcard bindings' queue names, beside `xroute.core.literal_routes` for the literal ones. The
 exchange makes it on its first wildcard binding of a queue with a catch-all pattern, from the
 bindings it has, and keeps it from then on (a toggled ``#`` binding must not rebuild it);
 without such a binding it would only double the wildcard bindings' memory. While a wildcard

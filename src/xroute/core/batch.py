@@ -5,7 +5,7 @@ The walk of `Topology` is done once per exchange for the whole batch instead of 
 message. The messages that reach an exchange are matched together, each distinct key once (a
 topic exchange through `TopicMatcher.match_many_ids`, which never builds a set per key; the
 other types through their own ``route``; a headers exchange once per distinct headers table).
-Their matched bindings are then expanded by compiled loops (`xroute._batch_kernel`), each
+Their matched bindings are then expanded by compiled loops (`xroute.core._batch_kernel`), each
 distinct key once, into queues, next exchanges (each visited at most once per message) and
 per-binding hit counts; a message that matched nothing goes on to the exchange's alternate.
 The set of exchanges a message visits does not depend on the order of the walk, so visiting
@@ -30,19 +30,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xroute.errors import InvalidRoutingKey, XRouteError
+from xroute.core.errors import InvalidRoutingKey, XRouteError
+from xroute.core.headers import check_headers
+from xroute.core.keys import MAX_KEY_BYTES, arrow_keys_fit, check_routing_key
+from xroute.core.model import Binding, Exchange
+from xroute.core.topology import DEFAULT_EXCHANGE, Topology
 from xroute.exchanges import STANDARD_TYPES
-from xroute.headers import check_headers
-from xroute.keys import MAX_KEY_BYTES, arrow_keys_fit, check_routing_key
-from xroute.model import Binding, Exchange
-from xroute.topology import DEFAULT_EXCHANGE, Topology
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
 
 
 class _IdTables(NamedTuple):
     """Per id of a batch's matches: its binding index, and the queue or the exchange that
-    binding leads to (-1: none), as `xroute._batch_kernel.expand_groups` reads them."""
+    binding leads to (-1: none), as `xroute.core._batch_kernel.expand_groups` reads them."""
 
     binding: np.ndarray  # int64
     queue: np.ndarray  # int32
@@ -471,9 +471,9 @@ def _group_by_identity(tables: list[Any]) -> tuple[np.ndarray, list[Any]]:
 
 
 def _kernel() -> Any:
-    """`xroute._batch_kernel`, whose kernels numba compiles (or loads from its disk cache) on
+    """`xroute.core._batch_kernel`, whose kernels numba compiles (or loads from its disk cache) on
     first use."""
-    from xroute import _batch_kernel  # imports numba: only once a batch is routed
+    from xroute.core import _batch_kernel  # imports numba: only once a batch is routed
 
     return _batch_kernel
 

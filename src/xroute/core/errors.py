@@ -239,7 +239,7 @@ class AccessRefused(XRouteError, PermissionError):
 
 class InclusionTooCostly(XRouteError, ValueError):
     """Deciding whether one topic pattern includes another would take more than
-    ``xroute.patterns.MAX_STATES`` steps (a pathological pair; real binding sets stay far below)."""
+    ``xroute.tools.patterns.MAX_STATES`` steps (a pathological pair; real binding sets stay far below)."""
 
     def __init__(self, including: Any, included: Any, limit: int) -> None:
         super().__init__(

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from itertools import islice
 from typing import Any
 
+from xroute.core.keys import split_words
 from xroute.engines.reference import pattern_matches
-from xroute.keys import split_words
 
 # At most this many routes are kept per exchange (and as many through several exchanges): a
 # working set of 50k keys stays warm (at 8,192 it missed on every route once it outgrew it,

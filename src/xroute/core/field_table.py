@@ -1,4 +1,4 @@
-"""AMQP 0-9-1 field tables as bytes, both ways, with every value's type kept (`xroute.values`).
+"""AMQP 0-9-1 field tables as bytes, both ways, with every value's type kept (`xroute.core.values`).
 
 `decode_table` reads a table as RabbitMQ's ``rabbit_binary_parser`` does (the same type codes,
 ``L`` read as a long, a decimal's digits unsigned) and gives each value in its *plain* Python
@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from xroute.errors import FieldTableError, InvalidFieldValue
-from xroute.values import (
+from xroute.core.errors import FieldTableError, InvalidFieldValue
+from xroute.core.values import (
     PIKA,
     TypedValue,
     byte,
@@ -229,7 +229,7 @@ def _scalar(view: memoryview, code: int, offset: int, stop: int) -> tuple[Any, i
 
 def encode_table(table: Mapping[str, Any], rule: str = PIKA) -> bytes:
     """``table`` as a field table (its 32-bit length first). Typed values travel as their
-    type, plain ones as ``rule`` says (`xroute.values.PIKA` by default)."""
+    type, plain ones as ``rule`` says (`xroute.core.values.PIKA` by default)."""
     return _encode(table, rule)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xroute.errors import InvalidPattern, InvalidRoutingKey
+from xroute.core.errors import InvalidPattern, InvalidRoutingKey
 
 MAX_KEY_BYTES = 255  # an AMQP short string
 STAR = "*"

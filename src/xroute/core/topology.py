@@ -9,11 +9,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xroute.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
-from xroute.destinations import MatchedDestinations
-from xroute.engines import DEFAULT_ENGINE
-from xroute.engines.frozen_sets import STALE
-from xroute.errors import (
+from xroute.core.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
+from xroute.core.destinations import MatchedDestinations
+from xroute.core.errors import (
     AccessRefused,
     BindingNotFound,
     DefinitionsError,
@@ -27,18 +25,10 @@ from xroute.errors import (
     XRouteError,
     short_repr,
 )
-from xroute.exchanges import (
-    STANDARD_TYPES,
-    ExchangeSettings,
-    RandomChoice,
-    UnsupportedExchange,
-    make_exchange_type,
-)
-from xroute.exchanges.recent_history import RecordedMessage, Replay
-from xroute.headers import check_headers, frozen_arguments, sender_selected_keys
-from xroute.keys import ALWAYS_SHORT, check_pattern, check_routing_key
-from xroute.literal_routes import EMPTY_NAMES
-from xroute.model import (
+from xroute.core.headers import check_headers, frozen_arguments, sender_selected_keys
+from xroute.core.keys import ALWAYS_SHORT, check_pattern, check_routing_key
+from xroute.core.literal_routes import EMPTY_NAMES
+from xroute.core.model import (
     ALTERNATE_EXCHANGE,
     DEFAULT_EXCHANGE,
     Binding,
@@ -48,11 +38,21 @@ from xroute.model import (
     MessageHeaders,
     Queue,
 )
-from xroute.profiles import Profile, profile
-from xroute.route_cache import TopologyRouteCache
+from xroute.core.profiles import Profile, profile
+from xroute.core.route_cache import TopologyRouteCache
+from xroute.engines import DEFAULT_ENGINE
+from xroute.engines.frozen_sets import STALE
+from xroute.exchanges import (
+    STANDARD_TYPES,
+    ExchangeSettings,
+    RandomChoice,
+    UnsupportedExchange,
+    make_exchange_type,
+)
+from xroute.exchanges.recent_history import RecordedMessage, Replay
 
 if TYPE_CHECKING:
-    from xroute.definitions import ExportRecords
+    from xroute.sources.definitions import ExportRecords
 
 # The names of direct reply-to queues (rabbit_volatile_queue's prefix).
 REPLY_TO_PREFIX = "amq.rabbitmq.reply-to."
@@ -181,12 +181,12 @@ class Topology:
         rabbitmq: str | Profile | None = None,
     ) -> None:
         self.engine = engine
-        # What differs between RabbitMQ versions (xroute.profiles); None: 4.3, any '#' count.
+        # What differs between RabbitMQ versions (xroute.core.profiles); None: 4.3, any '#' count.
         self.profile = profile(rabbitmq)
         # How x-random and x-local-random pick: from the message unless seeded
         # (`seed_random`); `route_candidates` gives every possible pick.
         self.random = RandomChoice()
-        # Routes of messages without headers, dropped precisely on change (xroute.route_cache).
+        # Routes of messages without headers, dropped precisely on change (xroute.core.route_cache).
         self._route_cache = TopologyRouteCache() if route_cache else None
         self._destinations = MatchedDestinations()  # dropped on every unbind
         self._exchanges: dict[str, Exchange] = {}
@@ -560,9 +560,9 @@ class Topology:
     def _route_literal(self, exchange: str, routing_key: str) -> frozenset[str] | None:
         """The first route of a message without headers through a topic exchange whose
         engine keeps literal bindings apart (``auto``): the literal bindings' queue names by
-        key (`xroute.literal_routes`) united with the wildcard bindings' (matched by queue
-        where queues are bound with '#', `xroute.wildcard_queues`; else one set per DFA
-        state, `xroute.destinations`), and cached. None where the full walk is needed: an
+        key (`xroute.core.literal_routes`) united with the wildcard bindings' (matched by queue
+        where queues are bound with '#', `xroute.core.wildcard_queues`; else one set per DFA
+        state, `xroute.core.destinations`), and cached. None where the full walk is needed: an
         exchange-to-exchange binding matched, an alternate exchange is to be used, a key
         that is not a plain short string (the walk validates it), another exchange type."""
         start = self._exchanges.get(exchange)
@@ -586,7 +586,7 @@ class Topology:
                 return None
         by_queue = kind.wildcard_queues
         if by_queue is not None and not by_queue.exchange_bindings:
-            # queues bound with '#' keep their other bindings out (`xroute.wildcard_queues`)
+            # queues bound with '#' keep their other bindings out (`xroute.core.wildcard_queues`)
             queues = by_queue.match(routing_key)
             if queues:
                 names = names | queues if names else queues
@@ -682,7 +682,7 @@ class Topology:
         """The queues a dead-lettered copy of a message reaches when ``queue`` rejects it,
         it expires there or the queue overflows (``reason``: rejected, expired, maxlen,
         delivery_limit). ``routing_key`` and ``headers`` are the message's as published (to
-        ``exchange``); see `xroute.dead_letter` for the rules."""
+        ``exchange``); see `xroute.core.dead_letter` for the rules."""
         copy = self.dead_letter_copy(queue, routing_key, headers, reason, exchange=exchange)
         return self.route_dead_letter(copy, properties=properties)
 
@@ -698,7 +698,7 @@ class Topology:
         time: Any = None,
         expiration: Any = None,
     ) -> DeadLetter:
-        """The copy ``queue`` makes when it dead-letters a message (`xroute.dead_letter`).
+        """The copy ``queue`` makes when it dead-letters a message (`xroute.core.dead_letter`).
         For a copy that is dead-lettered again, pass it as ``previous`` (its keys, headers
         and dead-letter exchange stand for the message's). ``time`` and ``expiration`` (its
         expiration property) go into a new x-death entry, as the broker writes them."""
@@ -853,14 +853,14 @@ class Topology:
     ) -> Topology:
         """Load a RabbitMQ definitions export: a path, JSON text, a parsed dict, or a live
         broker's management API URL ``http(s)://user@host:15672`` (``password`` defaults to
-        ``RABBITMQ_PASSWORD``; see `xroute.management`); errors name the entry that is wrong.
+        ``RABBITMQ_PASSWORD``; see `xroute.sources.management`); errors name the entry that is wrong.
 
         An exchange of a type xroute does not know is kept (`lint` names it); only messages
         that reach it fail. Bindings are added in the export's order, which stands for their
         creation order where a type depends on it (``x-consistent-hash``): RabbitMQ lists them
         sorted, not in the order they were made. ``rabbitmq`` is a version profile
-        (`xroute.profiles`); by default the one the export carries, if any."""
-        from xroute.definitions import parse_definitions  # reading files is not the core's
+        (`xroute.core.profiles`); by default the one the export carries, if any."""
+        from xroute.sources.definitions import parse_definitions  # reading files is not the core's
 
         records = parse_definitions(source, vhost, password=password)
         topology = cls(engine=engine, rabbitmq=rabbitmq or records.rabbitmq)
