@@ -169,7 +169,7 @@ def test_route_refuses_what_it_cannot_route(spark):
     with pytest.raises(DatasetError, match="no 'exchange' column and no exchange="):
         route(frame, t, routing_key="key")
     bad = spark.createDataFrame([("a", 1)], "routing_key string, headers int")
-    with pytest.raises(DatasetError, match="must be a map, a struct or a JSON object"):
+    with pytest.raises(DatasetError, match="must be a map, a struct, a JSON object as text or an AMQP field table"):
         route(bad, t, exchange="")
 
 
