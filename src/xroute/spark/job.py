@@ -319,6 +319,11 @@ def merge_manifests(manifests: list[dict[str, Any]]) -> dict[str, Any]:
         merged["rows"].update(m["rows"])
         merged["task_seconds"].update(m.get("seconds", {}))
         merged["inputs"].update(m.get("inputs", {}))
+        for name, (low, high) in m.get("spans", {}).items():
+            known = merged.setdefault("spans", {}).get(name)
+            merged["spans"][name] = [low, high] if known is None else [
+                min(known[0], low), max(known[1], high)
+            ]
         for name in OUTPUTS:
             merged["files"][name].extend(m["files"][name])
     merged["queues"] = merged["queues"].tolist()

@@ -21,8 +21,8 @@ from typing import Any
 from xroute.definitions import read_definitions
 from xroute.engines import TopicMatcher
 from xroute.errors import DatasetError
-from xroute.spark import io
 from xroute.pipeline.output import check_apart, check_stream_out, check_writable
+from xroute.spark import broker_input, io
 from xroute.spark.pyarrow_reader import FOOTER_READERS, READERS, open_parquet
 from xroute.spark.trace_input import (
     check_trace,
@@ -88,11 +88,19 @@ def check_diff(
         )
 
 
-def check_stream(options: Any) -> None:
+def check_stream(options: Any) -> str | None:
     """`xroute.spark.stream.StreamOptions` checked (the definitions, OUT, the source and,
-    when it has files and no --schema is given, their columns)."""
+    when it has files and no --schema is given, their columns). From a broker's streams: each
+    stream there and readable; a line saying so (None for files)."""
     TopicMatcher(engine=options.engine)
     check_definitions(options.definitions, options.vhost)
+    if broker_input.is_broker(options.source):
+        broker_input.refuse_format(options.format, options.source)
+        if options.schema is not None:
+            raise DatasetError("--schema is for files; a broker's streams have theirs", "--schema")
+        check_apart(options.out, [options.definitions])
+        check_stream_out(locate(options.out), options.out)
+        return broker_input.check_broker(options.source)
     source = locate(options.source)
     if source.exists() and not source.is_dir():
         raise DatasetError(f"the stream source {options.source!r} must be a folder", options.source)
@@ -108,6 +116,7 @@ def check_stream(options: Any) -> None:
     elif options.schema is None and source.is_dir() and io.data_files(source):
         fmt = io.detect_format(options.source, options.format)
         _check_columns(options.source, fmt, options, f"the stream source {options.source!r}")
+    return None
 
 
 def _check_columns(path: str, fmt: str, options: Any, source: str) -> None:
