@@ -33,7 +33,7 @@ DEFAULT_MAX_MESSAGES = 100_000  # a live stream's default micro-batch bound
 
 __all__ = [
     "FORMAT", "BrokerRange", "batch_offsets", "broker_columns", "check_broker", "check_spans", "describe",
-    "is_broker", "keep_start", "lag_of", "open_source", "pinned_range", "pinned_start", "read_broker_range",
+    "is_broker", "keep_start", "lag_of", "pinned_options", "open_source", "pinned_range", "pinned_start", "read_broker_range",
     "read_broker_stream", "refuse_format",
 ]
 
@@ -93,6 +93,19 @@ def pinned_range(uri: str) -> BrokerRange:
         for s in streams
     }
     return BrokerRange(endpoint, starts, {s: max(ends[s], starts[s]) for s in streams}, tails)
+
+
+def pinned_options(options: Any) -> Any:
+    """Pipeline (or diff) options whose ``messages`` is a broker URI, with the range pinned
+    (`pinned_range`, unless the preflight did) and the typed headers column."""
+    from dataclasses import replace
+
+    span = options.broker_range or pinned_range(options.messages)
+    offsets = {s: [span.start[s], span.end[s]] for s in span.start}
+    changes: dict[str, Any] = {"broker_range": span, "columns": broker_columns(options.columns)}
+    if hasattr(options, "extra"):  # the summary says which offsets were routed
+        changes["extra"] = {**options.extra, "source": span.endpoint.uri, "offsets": offsets}
+    return replace(options, **changes)
 
 
 def describe(span: BrokerRange) -> str:

@@ -48,6 +48,16 @@ def check_pipeline(options: Any) -> Any:
             f"unknown reader {options.reader!r}; use {', '.join(READERS)}", options.reader
         )
     definitions = check_definitions(options.definitions, options.vhost)
+    if broker_input.is_broker(options.messages):
+        broker_input.refuse_format(options.format, options.messages)
+        if options.reader == "pyarrow":
+            raise DatasetError("--reader pyarrow reads Parquet files, not a broker's streams",
+                               options.reader)
+        given = options.definitions if isinstance(options.definitions, str) else None
+        check_apart(options.out, [given])
+        check_writable(locate(options.out), options.out, options.overwrite)
+        options = broker_input.pinned_options(options)
+        return replace(options, definitions=definitions)
     fmt = message_format(options.messages, options.format)
     if options.reader == "pyarrow" and fmt != "parquet":
         # Said here, before Spark starts, not after (the job checks it again).
@@ -71,14 +81,20 @@ def check_diff(
     overwrite: bool,
     definitions: Iterable[Any],
     names: io.Columns = io.Columns(),
-) -> None:
-    """``diff -m``'s checks: the log, OUT, and the routing key column."""
+) -> Any:
+    """``diff -m``'s checks: the log, OUT, and the routing key column. From a broker's
+    streams: the range pinned (`xroute.spark.broker_input.BrokerRange`; None for files)."""
+    if broker_input.is_broker(messages):
+        broker_input.refuse_format(fmt, messages)
+        check_apart(out, [d for d in definitions if isinstance(d, str)])
+        check_writable(locate(out), out, overwrite)
+        return broker_input.pinned_range(messages)
     fmt = message_format(messages, fmt)
     check_apart(out, [messages, *(d for d in definitions if isinstance(d, str))])
     check_writable(locate(out), out, overwrite)
     if is_trace(fmt):
         check_trace(messages, fmt, names=names)
-        return
+        return None
     columns = dataset_columns(messages, fmt)
     if columns is not None and names.key not in columns:
         raise DatasetError(
@@ -86,6 +102,7 @@ def check_diff(
             f"{columns}",
             messages,
         )
+    return None
 
 
 def check_stream(options: Any) -> str | None:

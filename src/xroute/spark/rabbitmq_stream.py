@@ -59,6 +59,11 @@ try:  # pyspark is an extra: the module imports without it (the classes then can
     )
 except ImportError:  # pragma: no cover - exercised by the lean install test only
     DataSource = DataSourceReader = DataSourceStreamReader = InputPartition = object  # type: ignore
+try:  # Spark 4.1 and later: availableNow with a target the source fixes itself
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - older pyspark: Spark's own fallback
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Absent from this pyspark."""
 
 
 @dataclass(frozen=True)
@@ -297,12 +302,20 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         return read_range(self.options, partition)
 
 
-class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     """Micro-batches over the streams' offsets (see the module's docstring)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._initial: dict[str, int] | None = None
+        self._target: dict[str, int] | None = None  # availableNow: the tails when it started
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        """availableNow: read up to each stream's tail as it is now, in batches of at most
+        ``maxRecordsPerTrigger``, then stop (a batch replayed after a restart included)."""
+        from xroute.streams import client
+
+        self._target = client.tails(self.options.endpoint, list(self.options.streams))
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
         """``startingOffset`` resolved in each stream, when the query first starts (a restarted
@@ -330,6 +343,8 @@ class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
 
         start = self._complete(start)
         tails = client.tails(self.options.endpoint, list(self.options.streams), start)
+        if self._target is not None:
+            tails = {s: min(tails[s], self._target[s]) for s in tails}
         end = {s: max(tails[s], start[s]) for s in self.options.streams}
         budget = getattr(limit, "max_rows", None)
         if budget is not None:
