@@ -271,3 +271,26 @@ def test_pipeline_routes_a_bounded_range_of_a_stream(node, tmp_path):
     want, unroutable = expected_pairs(sent[50:150])
     assert Counter((r["message_id"], r["queue"]) for r in rows) == want
     assert json.loads((out / "summary.json").read_text())["counts"]["input"] == 100
+
+
+def test_diff_routes_a_stream_through_both_topologies(node, tmp_path):
+    """diff -m on a stream: the messages whose queues change when a binding goes, typed
+    headers read from amqp_headers (a short(3) binding still matches after the change)."""
+    stream = new_stream(node)
+    sent = messages(120)
+    publish_091(node.amqp_url, EXCHANGE, sent)
+    old = write_definitions(tmp_path)
+    changed = topology()
+    changed.unbind(EXCHANGE, "eu", "eu.*")
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(changed.to_definitions()))
+    done = run(["diff", old, str(new), "-m", node.uri(stream), "-o", str(tmp_path / "out"),
+                "--json", "--master", "local[2]", "--rabbitmq", "3.10"])
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{stream} offsets 0..120 (120 messages" in done.stderr
+    report = json.loads(done.stdout)
+    before, _ = expected_pairs(sent)
+    lost = {mid for mid, queue in before if queue == "eu"}
+    assert report["traffic"]["counts"]["messages"] == 120
+    assert report["traffic"]["counts"]["changed"] == len(lost) > 0
+    assert report["traffic"]["counts"]["lost_a_queue"] == len(lost)

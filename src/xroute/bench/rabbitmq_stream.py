@@ -133,7 +133,7 @@ def plot(results: dict, path: Path) -> None:
     for index, (name, run) in enumerate(runs):
         delta = run["into_delta"]
         times, lags = zip(*delta["lag"])
-        axes.step(times, lags, where="post", marker="o", **series_style(index),
+        axes.step(times, lags, where="post", **series_style(index),
                   label=f"{name.removeprefix('spark_local_')} core(s): "
                         f"{delta['msgs_per_s']:,.0f} msgs/s into Delta")
     axes.set_xlabel("seconds since the query started")

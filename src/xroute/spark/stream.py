@@ -226,7 +226,7 @@ def run_stream(
     elif fmt == "auto" and locate(options.source).is_dir():
         fmt = detect_trace(options.source) or fmt
     if broker:
-        pass  # read above
+        pass  # read above, from the broker
     elif is_trace(fmt):
         refuse_schema(options.schema)
         dataset = read_trace_stream(
