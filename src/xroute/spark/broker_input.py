@@ -118,6 +118,15 @@ def describe(span: BrokerRange) -> str:
     return f"{span.endpoint.uri}: " + "; ".join(parts)
 
 
+def _register(spark: Any, endpoint: StreamEndpoint) -> None:
+    """The ``rabbitmq-stream`` format on ``spark``, with the driver's password (as
+    `xroute.spark.register` does; not imported from there: the package imports this module's
+    users)."""
+    from xroute.spark.rabbitmq_stream import with_password
+
+    spark.dataSource.register(with_password(endpoint.password))
+
+
 def _frame(frame: Any) -> io.Dataset:
     """The source's rows as a dataset: the stream and offset name each record."""
     from pyspark.sql import functions as F
@@ -133,9 +142,7 @@ def _frame(frame: Any) -> io.Dataset:
 
 def read_broker_range(spark: Any, span: BrokerRange) -> io.Dataset:
     """The pinned range as a (batch) dataset."""
-    from xroute.spark import register
-
-    register(spark, span.endpoint.password)
+    _register(spark, span.endpoint)
     frame = (
         spark.read.format(FORMAT)
         .option("startingOffset", json.dumps(span.start))
@@ -176,9 +183,7 @@ def read_broker_stream(
     spark: Any, endpoint: StreamEndpoint, start: dict[str, int], max_messages: int
 ) -> io.Dataset:
     """The streams from ``start`` on as a streaming dataset, at most ``max_messages`` a batch."""
-    from xroute.spark import register
-
-    register(spark, endpoint.password)
+    _register(spark, endpoint)
     frame = (
         spark.readStream.format(FORMAT)
         .option("startingOffset", json.dumps(start))
