@@ -65,7 +65,7 @@ from xroute.engines import ENGINES, TopicMatcher
 __version__ = "0.1.0"
 
 # Where the modules that once sat at the package root live now (issue 39). Their old paths
-# (`xroute.topology`, `from xroute import errors`...) still import, as the same module objects.
+# (`xroute.core.topology`, `from xroute import errors`...) still import, as the same module objects.
 MOVED_MODULES = {
     **{name: f"xroute.core.{name}" for name in (
         "errors", "model", "keys", "headers", "values", "field_table", "topology",

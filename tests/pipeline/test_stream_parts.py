@@ -72,7 +72,7 @@ def test_summary_totals_batches_and_definitions_changes():
 
 
 def test_status_line_names_every_figure():
-    line = status_line(marker(7, "d", 1000, 20, 3), lag_files=4)
+    line = status_line(marker(7, "d", 1000, 20, 3), lag=4)
     assert line.split() == (
         "batch 7 1,023 msgs 2,046/s 20 unroutable 3 rejected lag 4 files".split()
     )

@@ -119,7 +119,12 @@ def diff(
         from xroute.spark.preflight import check_diff
 
         columns = Columns(key_column, exchange_column, headers_column)
-        check_diff(messages, fmt, out, overwrite, (old, new), columns)  # before Spark starts
+        # Before Spark starts; a broker's streams: the range pinned, and said.
+        broker_range = check_diff(messages, fmt, out, overwrite, (old, new), columns)
+        if broker_range is not None:
+            from xroute.spark.broker_input import describe
+
+            click.echo(describe(broker_range), err=as_json)
     # URLs are safe to record: they never hold a password (parse_management_url refuses one).
     report: dict[str, Any] = {"old": old, "new": new, "static": static.to_dict()}
     traffic = None
@@ -132,6 +137,7 @@ def diff(
             new=new_defs,
             messages=messages, out=out, exchange=exchange, format=fmt, vhost=vhost,
             engine=engine, overwrite=overwrite, samples=samples, columns=columns,
+            broker_range=broker_range,
         )
         report["messages"] = messages
         spark = start_spark(master, remote=remote)

@@ -39,7 +39,9 @@ def _columns(text: str | None) -> tuple[str, ...]:
     "-m",
     required=True,
     help="The message dataset: a Parquet, JSON Lines or CSV file, or a folder of them; a local "
-    "path or a URI (s3://bucket/prefix/, gs://, hdfs://, abfs://, file://).",
+    "path or a URI (s3://bucket/prefix/, gs://, hdfs://, abfs://, file://); or a range of "
+    "RabbitMQ streams: rabbitmq-stream://user@host:5552/vhost?stream=NAME&start=first&end=latest "
+    "(password from RABBITMQ_PASSWORD).",
 )
 @click.option(
     "--out",
@@ -153,6 +155,10 @@ def pipeline(
         columns=Columns(key_column, exchange_column, headers_column),
     )
     options = check_pipeline(options)  # before Spark starts: a mistake costs a second
+    if options.broker_range is not None:
+        from xroute.spark.broker_input import describe
+
+        console.print(describe(options.broker_range), highlight=False, soft_wrap=True)
     started = time.perf_counter()
     with console.status("starting Spark", spinner="dots") if options.progress else nullcontext():
         spark = start_spark(master, remote=remote)

@@ -45,7 +45,9 @@ def parse_interval(text: str) -> float:
     "source",
     required=True,
     help="SOURCE: the folder where Parquet, JSON Lines or CSV files arrive (a local path or "
-    "file://; Spark reads s3:// only with hadoop-aws on its classpath).",
+    "file://; Spark reads s3:// only with hadoop-aws on its classpath), or RabbitMQ streams: "
+    "rabbitmq-stream://user@host:5552/vhost?stream=NAME[&start=first|next|OFFSET|TIME] "
+    "(password from RABBITMQ_PASSWORD).",
 )
 @click.option(
     "--out", "-o", required=True, help="Output folder: a local path or any URI (s3://, gs://...)."
@@ -78,7 +80,19 @@ def parse_interval(text: str) -> float:
     show_default=True,
     help="At most this many new files per batch (maxFilesPerTrigger): a backlog is eaten in steps.",
 )
-@click.option("--available-now", is_flag=True, help="Route every file present, then stop.")
+@click.option(
+    "--max-messages",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="From a broker's streams: at most this many messages per batch (maxRecordsPerTrigger; "
+    "--available-now takes the whole backlog in one batch).",
+)
+@click.option(
+    "--available-now",
+    is_flag=True,
+    help="Route every file present (every message stored, from a broker), then stop.",
+)
 @click.option(
     "--trigger-interval",
     default=None,
@@ -116,6 +130,7 @@ def stream(
     fmt: str,
     schema: str | None,
     max_files: int,
+    max_messages: int,
     available_now: bool,
     trigger_interval: str | None,
     reload_definitions: bool,
@@ -129,7 +144,8 @@ def stream(
     remote: str | None,
     table_format: str,
 ) -> None:
-    """Route files as they arrive in SOURCE, each message exactly once through crashes.
+    """Route files as they arrive in SOURCE (or messages as they are stored in RabbitMQ
+    streams), each message exactly once through crashes.
 
     Each batch is written to OUT/<deliveries|unroutable|rejected>/batch_id=N/ and committed by
     OUT/_batches/N.json, written last; OUT/summary.json and summary.png are updated after each
@@ -154,6 +170,7 @@ def stream(
         format=fmt,
         schema=schema,
         max_files=max_files,
+        max_messages=max_messages,
         available_now=available_now,
         trigger_seconds=interval,
         reload_definitions=reload_definitions,
@@ -164,8 +181,10 @@ def stream(
         rabbitmq=rabbitmq,
         columns=Columns(key_column, exchange_column, headers_column),
     )
-    check_stream(options)  # before Spark starts: a mistake costs a second
+    found = check_stream(options)  # before Spark starts: a mistake costs a second
     console = user_console()
+    if found is not None:
+        console.print(found, highlight=False, soft_wrap=True)
     console.print(f"[dim]starting Spark; streaming {source} into {out}")
     spark = start_spark(master, remote=remote)
     summary = run_stream(

@@ -151,12 +151,19 @@ def plot_stream(summary: dict[str, Any], path: Any | BinaryIO) -> None:
     save(figure, path, dpi=100)
 
 
-def status_line(marker: dict[str, Any], lag_files: int) -> str:
-    """One batch, in a line: id, messages, rate, unroutable, rejected, lag in files."""
+def status_line(marker: dict[str, Any], lag: int | None, unit: str = "files") -> str:
+    """One batch, in a line: id, messages, rate, unroutable, rejected, the offsets read (a
+    broker's streams), lag in ``unit`` (None: not known now)."""
     counts = marker["counts"]
     rate = counts["input"] / marker["seconds"] if marker["seconds"] > 0 else 0.0
+    offsets = "".join(
+        f" {stream} {first:,}..{end - 1:,}"
+        for stream, (first, end) in marker.get("offsets", {}).items()
+        if end > first
+    )
     return (
         f"batch {marker['batch_id']:>4} {counts['input']:>9,} msgs {rate:>8,.0f}/s "
-        f"{counts['unroutable']:>7,} unroutable {counts['rejected']:>6,} rejected "
-        f"lag {lag_files:,} files"
+        f"{counts['unroutable']:>7,} unroutable {counts['rejected']:>6,} rejected"
+        f"{' offsets' + offsets if offsets else ''} "
+        f"lag {'?' if lag is None else format(lag, ',')} {unit}"
     )

@@ -31,7 +31,7 @@ from xroute.pipeline.figures import per_queue_bars
 from xroute.pipeline.transform import relative_path
 from xroute.sources.definitions import read_definitions
 from xroute.sources.storage import locate
-from xroute.spark import io
+from xroute.spark import broker_input, io
 from xroute.spark.pyarrow_reader import read_frame, survey
 from xroute.spark.session import ARROW_BATCH_ROWS, session_settings
 from xroute.spark.trace_input import (
@@ -214,6 +214,10 @@ def _sample(record: dict[str, Any], old: Topology, new: Topology) -> dict[str, A
     headers = record.get(io.HEADERS)
     if isinstance(headers, str):
         headers = json.loads(headers)
+    elif isinstance(headers, (bytes, bytearray)):  # a stream's AMQP field table, typed
+        from xroute.core.field_table import decode_table
+
+        headers = decode_table(bytes(headers))[0]
     try:
         why = why_changed(old, new, record["exchange"], record[io.KEY], headers)
     except Exception as error:  # a record one topology refuses: say so, as the route did
@@ -260,6 +264,8 @@ class DiffOptions:
     overwrite: bool = False
     samples: int = SAMPLES
     columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
+    # From a broker's streams: the pinned offsets (`xroute.spark.broker_input.BrokerRange`).
+    broker_range: Any = None
 
 
 def run_diff(
@@ -270,17 +276,25 @@ def run_diff(
     with the traffic part added) and ``diff.png``, then ``_SUCCESS``. Returns the traffic part.
     Nothing is published unless the staged changes are exactly the changed messages counted."""
     given = [d for d in (options.old, options.new) if isinstance(d, str)]
-    commit = Commit(options.out, [CHANGES], options.overwrite, inputs=[options.messages, *given])
+    broker = broker_input.is_broker(options.messages)
+    if broker:
+        options = broker_input.pinned_options(options)
+    log = None if broker else options.messages
+    commit = Commit(options.out, [CHANGES], options.overwrite, inputs=[log, *given])
     old_defs = read_definitions(options.old, options.vhost)
     new_defs = read_definitions(options.new, options.vhost)
     old = Topology.from_definitions(old_defs, vhost=options.vhost)
     new = Topology.from_definitions(new_defs, vhost=options.vhost)
-    fmt = message_format(options.messages, options.format)
+    fmt = broker_input.FORMAT if broker else message_format(options.messages, options.format)
     skipped = None
     try:
         commit.begin()
         with session_settings(spark, io.WHOLE_FILES if fmt in ("json", "csv") else {}):
-            if is_trace(fmt):  # publish records only: deliveries and events counted apart
+            if broker:
+                dataset = _standard_names(
+                    broker_input.read_broker_range(spark, options.broker_range), options.columns
+                )
+            elif is_trace(fmt):  # publish records only: deliveries and events counted apart
                 dataset = read_trace_dataset(spark, options.messages, fmt)
                 skipped = skipped_records(spark, options.messages, fmt)[1]
             else:

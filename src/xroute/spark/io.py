@@ -333,15 +333,18 @@ def check_columns(
     names: Columns = Columns(),
 ) -> None:
     """Refuse, before any work, a dataset the job cannot route: `DatasetError` naming why."""
-    from pyspark.sql.types import MapType, StringType, StructType
+    from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
     columns = [c for c in dataset.columns if c != CORRUPT]
     check_column_names(columns, default_exchange, keep_columns, names)
     types = {f.name: f.dataType for f in dataset.schema.fields}
     headers = names.headers
-    if headers in columns and not isinstance(types[headers], (StringType, MapType, StructType)):
+    # Binary: an AMQP field table (a RabbitMQ stream's amqp_headers), or JSON as bytes.
+    allowed = (StringType, MapType, StructType, BinaryType)
+    if headers in columns and not isinstance(types[headers], allowed):
         raise DatasetError(
-            f"column {headers!r} must be a struct, a map or a JSON object as text, not "
+            f"column {headers!r} must be a struct, a map, a JSON object as text or an AMQP "
+            "field table (binary), not "
             f"{types[headers].simpleString()}",
             headers,
         )

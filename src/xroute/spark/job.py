@@ -34,7 +34,7 @@ from xroute.pipeline.summary import TOP_KEYS, build_summary, summary_files
 from xroute.pipeline.transform import Plan, route_batch
 from xroute.sources.definitions import read_definitions
 from xroute.sources.storage import locate
-from xroute.spark import io
+from xroute.spark import broker_input, io
 from xroute.spark.progress import spark_progress
 from xroute.spark.pyarrow_reader import (
     READERS,
@@ -85,6 +85,9 @@ class PipelineOptions:
     table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
     extra: dict[str, Any] = field(default_factory=dict)  # added to summary.json as is
     columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
+    # From a broker's streams (messages a rabbitmq-stream:// URI): the offsets pinned by the
+    # preflight (`xroute.spark.broker_input.BrokerRange`); None: pinned when the run starts.
+    broker_range: Any = None
 
 
 def run_pipeline(
@@ -93,6 +96,8 @@ def run_pipeline(
     """Run the job on ``spark`` and return its summary (also written to DIR/summary.json)."""
     started = time.perf_counter()
     check_table_format(options.table_format)
+    if broker_input.is_broker(options.messages):
+        options = broker_input.pinned_options(options)
     writer = DeltaCommit if options.table_format == "delta" else Commit
     commit = writer(options.out, OUTPUTS, options.overwrite, inputs=_inputs(options))
     TopicMatcher(engine=options.engine)  # an unknown engine fails here, not on the executors
@@ -146,6 +151,10 @@ def run_pipeline(
     return summary
 
 
+def _not_files(fmt: str) -> bool:
+    return is_trace(fmt) or fmt == broker_input.FORMAT
+
+
 def _reader_name(dataset: io.Dataset) -> str:
     if is_trace(dataset.format):
         return "pyarrow"  # the tasks read the trace files (`xroute.spark.trace_frame`)
@@ -161,7 +170,8 @@ def _skipped(manifest: dict[str, Any]) -> dict[str, Any]:
 def _inputs(options: PipelineOptions) -> tuple[str | None, ...]:
     """The paths the run reads, which OUT may not overlap."""
     definitions = options.definitions if isinstance(options.definitions, str) else None
-    return (options.messages, definitions)
+    messages = None if broker_input.is_broker(options.messages) else options.messages
+    return (messages, definitions)
 
 
 def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
@@ -171,6 +181,8 @@ def _read(spark: Any, options: PipelineOptions) -> io.Dataset:
         raise DatasetError(
             f"unknown reader {options.reader!r}; use {', '.join(READERS)}", options.reader
         )
+    if options.broker_range is not None:
+        return broker_input.read_broker_range(spark, options.broker_range)
     fmt = message_format(options.messages, options.format)
     if is_trace(fmt):
         return read_trace_dataset(spark, options.messages, fmt)
@@ -225,7 +237,7 @@ def _route(
     parallelism = default_parallelism(spark)
     settings = (
         _read_settings(dataset.format, parallelism)
-        if dataset.frame is not None and not is_trace(dataset.format)
+        if dataset.frame is not None and not _not_files(dataset.format)
         else {}
     )
     group = f"xroute-{uuid.uuid4().hex[:8]}"
@@ -252,7 +264,7 @@ def _route(
             if is_trace(dataset.format):
                 read, skipped = skipped_records(spark, options.messages, dataset.format)
             else:
-                read = _count_input(dataset)
+                read = _count_input(dataset, options.broker_range)
             phases["count"] = time.perf_counter() - mark
     except XRouteError:
         raise
@@ -273,11 +285,15 @@ def _route(
     return counts, manifest
 
 
-def _count_input(dataset: io.Dataset) -> int:
+def _count_input(dataset: io.Dataset, broker_range: Any = None) -> int:
     """The dataset's records, counted without the routing: from the Parquet footers when the
-    files are local, else by Spark."""
+    files are local, from the pinned offsets of a broker's streams, else by Spark."""
     if dataset.frame is None:
         return sum(sum(footer.row_groups) for footer in dataset.footers)
+    if broker_range is not None:
+        # Stream offsets are consecutive and a read with a gap fails (`StreamTruncated`): the
+        # tasks must have seen this many (and the broker is not read a second time to count).
+        return broker_range.messages
     if dataset.format == "parquet":
         files = dataset.frame.inputFiles()
         if all(name.startswith("file:") for name in files):
@@ -319,6 +335,11 @@ def merge_manifests(manifests: list[dict[str, Any]]) -> dict[str, Any]:
         merged["rows"].update(m["rows"])
         merged["task_seconds"].update(m.get("seconds", {}))
         merged["inputs"].update(m.get("inputs", {}))
+        for name, (low, high) in m.get("spans", {}).items():
+            known = merged.setdefault("spans", {}).get(name)
+            merged["spans"][name] = [low, high] if known is None else [
+                min(known[0], low), max(known[1], high)
+            ]
         for name in OUTPUTS:
             merged["files"][name].extend(m["files"][name])
     merged["queues"] = merged["queues"].tolist()

@@ -24,7 +24,7 @@ from xroute.engines import TopicMatcher
 from xroute.pipeline.output import check_apart, check_stream_out, check_writable
 from xroute.sources.definitions import read_definitions
 from xroute.sources.storage import Location, locate
-from xroute.spark import io
+from xroute.spark import broker_input, io
 from xroute.spark.pyarrow_reader import FOOTER_READERS, READERS, open_parquet
 from xroute.spark.trace_input import (
     check_trace,
@@ -48,6 +48,16 @@ def check_pipeline(options: Any) -> Any:
             f"unknown reader {options.reader!r}; use {', '.join(READERS)}", options.reader
         )
     definitions = check_definitions(options.definitions, options.vhost)
+    if broker_input.is_broker(options.messages):
+        broker_input.refuse_format(options.format, options.messages)
+        if options.reader == "pyarrow":
+            raise DatasetError("--reader pyarrow reads Parquet files, not a broker's streams",
+                               options.reader)
+        given = options.definitions if isinstance(options.definitions, str) else None
+        check_apart(options.out, [given])
+        check_writable(locate(options.out), options.out, options.overwrite)
+        options = broker_input.pinned_options(options)
+        return replace(options, definitions=definitions)
     fmt = message_format(options.messages, options.format)
     if options.reader == "pyarrow" and fmt != "parquet":
         # Said here, before Spark starts, not after (the job checks it again).
@@ -71,14 +81,20 @@ def check_diff(
     overwrite: bool,
     definitions: Iterable[Any],
     names: io.Columns = io.Columns(),
-) -> None:
-    """``diff -m``'s checks: the log, OUT, and the routing key column."""
+) -> Any:
+    """``diff -m``'s checks: the log, OUT, and the routing key column. From a broker's
+    streams: the range pinned (`xroute.spark.broker_input.BrokerRange`; None for files)."""
+    if broker_input.is_broker(messages):
+        broker_input.refuse_format(fmt, messages)
+        check_apart(out, [d for d in definitions if isinstance(d, str)])
+        check_writable(locate(out), out, overwrite)
+        return broker_input.pinned_range(messages)
     fmt = message_format(messages, fmt)
     check_apart(out, [messages, *(d for d in definitions if isinstance(d, str))])
     check_writable(locate(out), out, overwrite)
     if is_trace(fmt):
         check_trace(messages, fmt, names=names)
-        return
+        return None
     columns = dataset_columns(messages, fmt)
     if columns is not None and names.key not in columns:
         raise DatasetError(
@@ -86,13 +102,22 @@ def check_diff(
             f"{columns}",
             messages,
         )
+    return None
 
 
-def check_stream(options: Any) -> None:
+def check_stream(options: Any) -> str | None:
     """`xroute.spark.stream.StreamOptions` checked (the definitions, OUT, the source and,
-    when it has files and no --schema is given, their columns)."""
+    when it has files and no --schema is given, their columns). From a broker's streams: each
+    stream there and readable; a line saying so (None for files)."""
     TopicMatcher(engine=options.engine)
     check_definitions(options.definitions, options.vhost)
+    if broker_input.is_broker(options.source):
+        broker_input.refuse_format(options.format, options.source)
+        if options.schema is not None:
+            raise DatasetError("--schema is for files; a broker's streams have theirs", "--schema")
+        check_apart(options.out, [options.definitions])
+        check_stream_out(locate(options.out), options.out)
+        return broker_input.check_broker(options.source)
     source = locate(options.source)
     if source.exists() and not source.is_dir():
         raise DatasetError(f"the stream source {options.source!r} must be a folder", options.source)
@@ -108,6 +133,7 @@ def check_stream(options: Any) -> None:
     elif options.schema is None and source.is_dir() and io.data_files(source):
         fmt = io.detect_format(options.source, options.format)
         _check_columns(options.source, fmt, options, f"the stream source {options.source!r}")
+    return None
 
 
 def _check_columns(path: str, fmt: str, options: Any, source: str) -> None:

@@ -17,8 +17,10 @@ Options (the URI's ``stream``, ``start`` and ``end`` parameters are the same opt
   password is the ``password`` option, else ``RABBITMQ_PASSWORD`` (`xroute.streams.uri`);
 - ``stream`` (or ``streams``): one name or several, comma-separated;
 - ``startingOffset``: ``first`` (default), ``last``, ``next``, an offset, a time
-  (`xroute.streams.offsets`); ``endingOffset`` (batch only): ``latest`` (default: what is
-  stored when the read is planned) or an offset;
+  (`xroute.streams.offsets`), or one offset per stream as a JSON object (``{"orders": 12}``:
+  what the CLI pins, so that a restart starts where the first run meant to);
+  ``endingOffset`` (batch only): ``latest`` (default: what is stored when the read is
+  planned), an offset, or a JSON object of one offset per stream;
 - ``maxRecordsPerTrigger`` (streaming): at most so many messages a micro-batch, over all
   streams;
 - ``maxRecordsPerPartition`` (default 200,000) and ``minPartitions`` (default 1): each
@@ -57,6 +59,11 @@ try:  # pyspark is an extra: the module imports without it (the classes then can
     )
 except ImportError:  # pragma: no cover - exercised by the lean install test only
     DataSource = DataSourceReader = DataSourceStreamReader = InputPartition = object  # type: ignore
+try:  # Spark 4.1 and later: availableNow with a target the source fixes itself
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - older pyspark: Spark's own fallback
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Absent from this pyspark."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,9 @@ class SourceOptions:
     min_partitions: int
     format: str
     fail_on_loss: bool
+    # Offsets per stream given as JSON objects: they win over ``starting`` / ``ending``.
+    start_at: tuple[tuple[str, int], ...] | None = None
+    end_at: tuple[tuple[str, int], ...] | None = None
 
     @classmethod
     def parse(cls, options: dict[str, str], password: str | None = None) -> SourceOptions:
@@ -106,17 +116,46 @@ class SourceOptions:
         fmt = opts.get("format", "messages")
         if fmt not in FORMATS:
             raise StreamURIError(f"format {fmt!r} is not one of {sorted(FORMATS)}")
+        starting = opts.get("startingoffset", endpoint.start)
+        ending = opts.get("endingoffset", endpoint.end)
+        start_at = _per_stream(starting, streams, "startingOffset")
+        end_at = _per_stream(ending, streams, "endingOffset")
         return cls(
             endpoint,
             streams,
-            parse_offset(opts.get("startingoffset", endpoint.start), "first", "startingOffset"),
-            parse_offset(opts.get("endingoffset", endpoint.end), "latest", "endingOffset"),
+            parse_offset(None if start_at else starting, "first", "startingOffset"),
+            parse_offset(None if end_at else ending, "latest", "endingOffset"),
             _positive(opts, "maxrecordspertrigger", None),
             _positive(opts, "maxrecordsperpartition", DEFAULT_PARTITION_RECORDS) or 1,
             _positive(opts, "minpartitions", 1) or 1,
             fmt,
             _flag(opts.get("failondataloss", "true")),
+            start_at,
+            end_at,
         )
+
+
+def _per_stream(
+    text: str | None, streams: tuple[str, ...], what: str
+) -> tuple[tuple[str, int], ...] | None:
+    """A JSON object of one offset per stream (None when ``text`` is not one)."""
+    if text is None or not str(text).strip().startswith("{"):
+        return None
+    import json
+
+    try:
+        given = json.loads(text)
+    except ValueError as error:
+        raise StreamURIError(f"{what} {text!r} is not a JSON object: {error}") from None
+    missing = [s for s in streams if s not in given]
+    bad = {s: v for s, v in given.items() if type(v) is not int or v < 0}
+    if missing or bad:
+        raise StreamURIError(
+            f"{what} {text!r} must give every stream ({list(streams)}) an offset >= 0"
+            + (f"; missing {missing}" if missing else "")
+            + (f"; not offsets: {bad}" if bad else "")
+        )
+    return tuple((s, int(given[s])) for s in streams)
 
 
 def _positive(opts: dict[str, str], key: str, default: int | None) -> int | None:
@@ -246,11 +285,14 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
 
         o = self.options
         tails = client.tails(o.endpoint, list(o.streams))
-        starts = client.positions(o.endpoint, list(o.streams), o.starting)
+        starts = (dict(o.start_at) if o.start_at
+                  else client.positions(o.endpoint, list(o.streams), o.starting))
         parts: list[StreamRange] = []
         for stream in o.streams:
             end = tails[stream]
-            if o.ending.kind == "offset":
+            if o.end_at:
+                end = min(end, dict(o.end_at)[stream])
+            elif o.ending.kind == "offset":
                 end = min(end, int(o.ending.value or 0))
             parts += split(stream, starts[stream], end, o.max_per_partition, o.min_partitions)
         return parts or [StreamRange(o.streams[0], 0, 0)]
@@ -260,18 +302,32 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         return read_range(self.options, partition)
 
 
-class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     """Micro-batches over the streams' offsets (see the module's docstring)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self._initial: dict[str, int] | None = None
+        self._target: dict[str, int] | None = None  # availableNow: the tails when it started
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
+        """availableNow: read up to each stream's tail as it is now, in batches of at most
+        ``maxRecordsPerTrigger``, then stop (a batch replayed after a restart included)."""
+        from xroute.streams import client
+
+        self._target = client.tails(self.options.endpoint, list(self.options.streams))
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
         """``startingOffset`` resolved in each stream, when the query first starts (a restarted
-        query starts from its checkpoint instead)."""
+        query starts from its checkpoint instead). Resolved once per reader: Spark asks again
+        when it runs the first batch, and ``next`` or ``last`` would have moved by then."""
         from xroute.streams import client
 
-        return client.positions(self.options.endpoint, list(self.options.streams), self.options.starting)
+        if self._initial is None:
+            o = self.options
+            self._initial = (dict(o.start_at) if o.start_at
+                             else client.positions(o.endpoint, list(o.streams), o.starting))
+        return dict(self._initial)
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802 - Spark's name
         """``maxRecordsPerTrigger`` as Spark's read limit."""
@@ -287,6 +343,8 @@ class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
 
         start = self._complete(start)
         tails = client.tails(self.options.endpoint, list(self.options.streams), start)
+        if self._target is not None:
+            tails = {s: min(tails[s], self._target[s]) for s in tails}
         end = {s: max(tails[s], start[s]) for s in self.options.streams}
         budget = getattr(limit, "max_rows", None)
         if budget is not None:

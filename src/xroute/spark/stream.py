@@ -45,7 +45,7 @@ from xroute.pipeline.stream_summary import status_line, stream_summary, summary_
 from xroute.pipeline.transform import Plan
 from xroute.sources.definitions import read_definitions, with_profile
 from xroute.sources.storage import Location, locate
-from xroute.spark import io
+from xroute.spark import broker_input, io
 from xroute.spark.job import (
     check_invariant,
     make_plan,
@@ -73,6 +73,7 @@ from xroute.spark.worker import (
     Task,
     partition_function,
 )
+from xroute.streams.offsets import parse_offset
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,8 @@ class StreamOptions:
     rabbitmq: str | None = None  # the version profile (xroute.core.profiles)
     columns: io.Columns = io.Columns()  # the routing key, exchange and headers columns
     table_format: str = "parquet"  # or "delta": see `xroute.pipeline.delta`
+    # A broker source (rabbitmq-stream://): at most this many messages a batch.
+    max_messages: int = broker_input.DEFAULT_MAX_MESSAGES
 
 
 class StopRequested(Exception):
@@ -210,9 +213,21 @@ def run_stream(
         options.definitions, options.vhost, options.engine, rabbitmq=options.rabbitmq
     )
     fmt = options.format
-    if fmt == "auto" and locate(options.source).is_dir():
+    broker = broker_input.is_broker(options.source)
+    endpoint, start = None, {}
+    if broker:
+        broker_input.refuse_format(fmt, options.source)
+        endpoint = broker_input.open_source(options.source)
+        options = replace(options, columns=broker_input.broker_columns(options.columns))
+        start = broker_input.pinned_start(
+            options.checkpoint, endpoint, parse_offset(endpoint.start, "first", "start")
+        )
+        dataset = broker_input.read_broker_stream(spark, endpoint, start, options.max_messages)
+    elif fmt == "auto" and locate(options.source).is_dir():
         fmt = detect_trace(options.source) or fmt
-    if is_trace(fmt):
+    if broker:
+        pass  # read above, from the broker
+    elif is_trace(fmt):
         refuse_schema(options.schema)
         dataset = read_trace_stream(
             spark, options.source, fmt, options.max_files, options.columns
@@ -225,9 +240,12 @@ def run_stream(
     io.check_columns(dataset, options.exchange, options.keep_columns, options.columns)
     plan = make_plan(dataset, options.exchange, options.keep_columns, options.columns)
     out = locate(options.out)
-    check_apart(options.out, [options.source], what="stream source")
+    if not broker:
+        check_apart(options.out, [options.source], what="stream source")
     check_stream_out(out, options.out)
     stream_id = _claim(out, options.checkpoint, options.out)
+    if endpoint is not None:
+        broker_input.keep_start(options.checkpoint, endpoint, start)
     markers = committed_batches(out)
     state = _State(stop)
 
@@ -251,7 +269,10 @@ def run_stream(
     def report(batch_id: int, marker: dict[str, Any]) -> None:
         markers[batch_id] = marker
         summaries.submit(dict(markers))
-        say(status_line(marker, _lag(options.source, markers)))
+        if endpoint is not None:
+            say(status_line(marker, broker_input.lag_of(endpoint, start, markers), "messages"))
+        else:
+            say(status_line(marker, _lag(options.source, markers)))
 
     def process(frame: Any, batch_id: int) -> None:
         with state.lock:
@@ -301,7 +322,7 @@ def run_stream(
         writer = writer.trigger(processingTime=interval)
     # Text files are read whole, each by one task, so that generated ids (file:row) count
     # rows from the file's start; the query keeps the settings it started with.
-    settings = io.WHOLE_FILES if dataset.format != "parquet" else {}
+    settings = io.WHOLE_FILES if dataset.format not in ("parquet", broker_input.FORMAT) else {}
     def interrupted(*_: Any) -> None:
         state.interrupted = True
         state.stop.set()
@@ -326,20 +347,31 @@ def run_batch(
     """Route, write, prove and commit one micro-batch; its marker."""
     started = time.time()
     commit.begin()
-    # The marker lists the files each batch read (lag, latency).
-    task = Task(plan, commit.staging.uri, count_files=True)
+    broker = broker_input.is_broker(options.source)
+    # The marker lists the files each batch read (lag, latency); from a broker, the first and
+    # last offset of each stream too, to prove the batch read its range whole.
+    task = Task(plan, commit.staging.uri, count_files=True, spans=broker)
     skipped, files = None, []
     try:
         if is_trace(options.format):  # deliveries and events: counted apart, not routed
             frame, skipped, files = publish_records(frame)
         routed = frame.mapInArrow(partition_function(task, definitions.shipped), MANIFEST_SCHEMA)
         manifests = [json.loads(row[0]) for row in routed.collect()]
-        read = frame.count()  # counted apart from the routing, for the invariant
+        # Counted apart from the routing, for the invariant. From a broker, by the offsets
+        # Spark logged for the batch (counting the frame would read the broker again).
+        read = None if broker else frame.count()
     except XRouteError:
         raise
     except Exception as error:
         raise _failure(error, options.source) from None
     manifest = merge_manifests(manifests) if manifests else _nothing(definitions.router)
+    offsets: dict[str, list[int]] = {}
+    if broker:
+        first, end = broker_input.batch_offsets(options.checkpoint, commit.batch_id)
+        read = broker_input.check_spans(
+            first, end, manifest.get("spans", {}), dict(manifest["inputs"])
+        )
+        offsets = {s: [first[s], end[s]] for s in end}
     manifest["inputs"].update(dict.fromkeys(files, 0))  # files of deliveries only, read too
     written = commit.keep_listed(manifest["files"])
     counts = {
@@ -357,6 +389,7 @@ def run_batch(
             "inputs": dict(manifest["inputs"]),
             "definitions": definitions.token,
             "started_at": started,
+            **({"offsets": offsets} if offsets else {}),
             **({} if skipped is None else {"trace_records_skipped": skipped}),
         }
     )

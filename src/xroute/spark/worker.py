@@ -43,7 +43,7 @@ from xroute.pipeline.transform import (
     route_columns,
 )
 from xroute.sources.storage import Location, locate
-from xroute.spark.io import FILE_COLUMN
+from xroute.spark.io import FILE_COLUMN, ROW_COLUMN
 from xroute.spark.pyarrow_reader import Split, read_split
 from xroute.spark.session import ARROW_BATCH_ROWS
 
@@ -98,6 +98,8 @@ class Task:
     plan: Plan
     folder: str  # the URI of the job's staging folder (`xroute.pipeline.commit`)
     count_files: bool = False  # count records by input file in the manifest (streams)
+    # the first and last row number of each input (a broker stream's offsets, proven whole)
+    spans: bool = False
 
 
 def partition_function(
@@ -183,6 +185,8 @@ def write_partition(
             totals.add(outputs)
             if task.count_files:
                 totals.count_files(batch)
+            if task.spans:
+                totals.count_spans(batch)
             clock["write"] += time.perf_counter() - mark
     finally:
         mark = time.perf_counter()
@@ -295,6 +299,7 @@ class Totals:
         self.hits = np.zeros(bindings, dtype=np.int64)
         self.errors: Counter = Counter()
         self.inputs: Counter = Counter()  # records read, by input file URI
+        self.spans: dict[str, list[int]] = {}  # input -> [first, last] row number seen
 
     def add(self, routed: Routed) -> None:
         """Count one routed batch."""
@@ -311,9 +316,21 @@ class Totals:
             found = pc.value_counts(batch.column(FILE_COLUMN)).flatten()
             self.inputs.update(dict(zip(found[0].to_pylist(), found[1].to_pylist())))
 
+    def count_spans(self, batch: pa.RecordBatch) -> None:
+        """The first and last row number (a stream's offset) of each input in the batch."""
+        if FILE_COLUMN not in batch.schema.names or not batch.num_rows:
+            return
+        found = pa.table(
+            {"input": batch.column(FILE_COLUMN), "row": batch.column(ROW_COLUMN)}
+        ).group_by("input").aggregate([("row", "min"), ("row", "max")])
+        for name, low, high in zip(*(found.column(c).to_pylist() for c in ("input", "row_min", "row_max"))):
+            known = self.spans.get(name)
+            self.spans[name] = [low, high] if known is None else [min(known[0], low), max(known[1], high)]
+
     def as_dict(self) -> dict[str, Any]:
         """The counts as JSON-ready values."""
         return {
+            **({"spans": self.spans} if self.spans else {}),
             "input": self.input,
             "inputs": dict(self.inputs),
             "delivered": self.delivered,

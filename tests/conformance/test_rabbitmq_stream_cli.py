@@ -1,0 +1,296 @@
+"""The commands on RabbitMQ streams, against a private node with the stream plugin: ``xroute
+stream -m rabbitmq-stream://...`` routes live from the broker into Delta and Parquet, each
+offset exactly once across restarts and through a driver SIGKILLed mid-batch, with deliveries
+as `Topology.route_message` says; ``xroute pipeline`` routes a bounded range; a stream that is
+not there is refused in one line before Spark starts.
+
+The broker only stores the messages: they are published over AMQP 0-9-1 to a fanout exchange
+bound to the stream queue (so each keeps its routing key, headers and message id), and xroute
+routes them with a topology of its own (`definitions`).
+
+Run by ``make conformance`` (markers ``conformance`` and ``spark``: each command starts Spark).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conformance.streams import publish_091, stream_node
+from xroute import Topology
+from xroute.bench.rabbitmq import connect
+from xroute.core.values import long, short
+from xroute.pipeline.stream_commit import MARKERS, committed_batches, committed_files
+from xroute.sources.storage import locate
+
+pytestmark = [pytest.mark.conformance, pytest.mark.spark]
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+EXCHANGE = "orders"  # on the node: a fanout into the stream; for xroute: a topic exchange
+
+
+@pytest.fixture(scope="module")
+def node():
+    """The private node with the stream plugin, for this module."""
+    with stream_node() as started:
+        yield started
+
+
+def cli(*arguments: str) -> list[str]:
+    """The command line of ``xroute`` from this checkout."""
+    return [sys.executable, "-c", "from xroute.cli import main; main()", *arguments]
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+    env["RABBITMQ_PASSWORD"] = "guest"
+    return env
+
+
+def topology() -> Topology:
+    """What xroute routes the stored messages with: a topic exchange and a headers exchange
+    behind it, whose bindings compare typed values."""
+    t = Topology(rabbitmq="3.10")
+    t.declare_exchange(EXCHANGE, "topic")
+    t.declare_exchange("by-level", "headers")
+    for queue in ("eu", "us", "all", "high"):
+        t.declare_queue(queue)
+    t.bind(EXCHANGE, "eu", "eu.*")
+    t.bind(EXCHANGE, "us", "us.#")
+    t.bind(EXCHANGE, "all", "#.paid")
+    t.bind(EXCHANGE, "by-level", "#", destination_type="exchange")
+    t.bind("by-level", "high", "", {"x-match": "all", "level": short(3)})
+    return t
+
+
+def messages(count: int, first: int = 0) -> list[tuple[str, dict[str, Any], bytes, str]]:
+    """(routing key, headers, body, message id): some route, some do not."""
+    rng = random.Random(first)
+    out = []
+    for n in range(first, first + count):
+        key = ".".join([rng.choice(["eu", "us", "ap"]), rng.choice(["new", "paid", "x"])])
+        headers = {"level": rng.choice([short(3), long(3), short(1)])} if n % 3 else {}
+        out.append((key, headers, b"body-%d" % n, f"m{n}"))
+    return out
+
+
+def new_stream(node) -> str:
+    """A stream queue bound to the fanout exchange `EXCHANGE` on the node."""
+    name = f"xr-cli-{uuid.uuid4().hex[:6]}"
+    connection = connect(node.amqp_url)
+    try:
+        channel = connection.channel()
+        channel.exchange_declare(EXCHANGE, "fanout", durable=True, auto_delete=False)
+        channel.queue_declare(name, durable=True, auto_delete=False,
+                              arguments={"x-queue-type": "stream"})
+        channel.queue_bind(name, EXCHANGE, "")
+    finally:
+        connection.close()
+    return name
+
+
+def expected_pairs(sent: list[tuple[str, dict[str, Any], bytes, str]]) -> tuple[Counter, set[str]]:
+    """(message id, queue) deliveries and the unroutable ids, as the library routes them from
+    the definitions the commands read (3.10's rules: the broker's own)."""
+    t = Topology.from_definitions(topology().to_definitions(), rabbitmq="3.10")
+    pairs: Counter = Counter()
+    unroutable = set()
+    for key, headers, _, mid in sent:
+        queues = t.route_message(EXCHANGE, key, headers)
+        pairs.update((mid, q) for q in queues)
+        if not queues:
+            unroutable.add(mid)
+    return pairs, unroutable
+
+
+def committed(out: Path, output: str, table_format: str) -> list[dict[str, Any]]:
+    """The rows of ``output`` a reader of OUT sees."""
+    if table_format == "delta":
+        from deltalake import DeltaTable
+
+        if not list((out / output / "_delta_log").glob("*.json")):
+            return []  # no batch wrote to this table
+        return DeltaTable(str(out / output)).to_pyarrow_table().to_pylist()
+    rows = []
+    for part in committed_files(str(out), output):
+        rows.extend(pq.read_table(part.path).to_pylist())
+    return rows
+
+
+def assert_exactly_once(out: Path, sent: list, table_format: str) -> None:
+    """Every message once in its outputs, as the library routes it; the markers' offsets
+    tile the stream without a gap or an overlap."""
+    deliveries = committed(out, "deliveries", table_format)
+    unroutable = committed(out, "unroutable", table_format)
+    pairs = Counter((r["message_id"], r["queue"]) for r in deliveries)
+    want_pairs, want_unroutable = expected_pairs(sent)
+    assert pairs == want_pairs
+    assert Counter(r["message_id"] for r in unroutable) == Counter(want_unroutable)
+    assert committed(out, "rejected", table_format) == []
+    ranges = sorted(
+        tuple(span) for m in committed_batches(str(out)).values()
+        for span in m["offsets"].values()
+    )
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(sent)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), ranges
+
+
+def run(arguments: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(cli(*arguments), capture_output=True, text=True, timeout=timeout,
+                          env=cli_env())
+
+
+def write_definitions(tmp_path: Path) -> str:
+    path = tmp_path / "defs.json"
+    path.write_text(json.dumps(topology().to_definitions()))
+    return str(path)
+
+
+# ---------------------------------------------------------------------- preflight
+
+
+def test_a_missing_stream_is_refused_in_one_line_before_spark(node, tmp_path):
+    uri = node.uri("no-such-stream")
+    started = time.monotonic()
+    done = run(["stream", "-d", write_definitions(tmp_path), "-m", uri, "-o",
+                str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp")], timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == "xroute: error: stream 'no-such-stream' does not exist"
+    assert "starting Spark" not in done.stdout
+    assert not (tmp_path / "cp").exists()
+    assert time.monotonic() - started < 120  # bounded by the run's own timeout, not timed
+
+
+# ---------------------------------------------------------------------- live, with restarts
+
+
+@pytest.mark.parametrize("table_format", ["delta", "parquet"])
+def test_stream_routes_live_from_the_broker_exactly_once_across_runs(node, tmp_path, table_format):
+    stream = new_stream(node)
+    sent = messages(300)
+    publish_091(node.amqp_url, EXCHANGE, sent)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    arguments = ["stream", "-d", write_definitions(tmp_path), "-m", node.uri(stream),
+                 "-o", str(out), "--checkpoint", str(checkpoint), "--table-format",
+                 table_format, "--available-now", "--master", "local[2]", "--rabbitmq", "3.10"]
+    first = run(arguments)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert f"{stream} (tail at offset 300)" in first.stdout  # the preflight line
+    assert "offsets " in first.stdout and "lag 0 messages" in first.stdout
+    more = messages(120, first=300)
+    publish_091(node.amqp_url, EXCHANGE, more)
+    second = run(arguments)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert f"{stream} 300..419" in second.stdout
+    assert_exactly_once(out, sent + more, table_format)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["input"] == 420
+
+
+# ---------------------------------------------------------------------- a killed driver
+
+
+@pytest.mark.parametrize("table_format", ["delta", "parquet"])
+def test_driver_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
+    node, tmp_path, table_format
+):
+    """Messages are stored while the stream runs in batches of 150; the driver is SIGKILLed
+    while a batch is staged but not committed; the restarted stream routes every offset once."""
+    stream = new_stream(node)
+    sent = messages(900)
+    publish_091(node.amqp_url, EXCHANGE, sent[:300])
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    arguments = ["stream", "-d", write_definitions(tmp_path), "-m", node.uri(stream),
+                 "-o", str(out), "--checkpoint", str(checkpoint), "--table-format",
+                 table_format, "--max-messages", "150", "--master", "local[2]",
+                 "--rabbitmq", "3.10"]
+    log = tmp_path / "first.log"
+    with log.open("w") as sink:
+        first = subprocess.Popen(cli(*arguments, "--trigger-interval", "200ms"), stdout=sink,
+                                 stderr=subprocess.STDOUT, env=cli_env(),
+                                 start_new_session=True)
+    target = locate(str(out))
+    published, killed_in = 300, None
+    try:
+        deadline = time.monotonic() + 400
+        while killed_in is None and time.monotonic() < deadline:
+            assert first.poll() is None, log.read_text()[-3000:]
+            done = committed_batches(target) if target.exists() else {}
+            if done and published < len(sent):
+                publish_091(node.amqp_url, EXCHANGE, sent[published:published + 150])
+                published += 150
+            following = max(done, default=-1) + 1
+            if done and target.child("_temporary", f"batch-{following}").exists():
+                if not target.child(MARKERS, f"{following}.json").exists():
+                    os.killpg(first.pid, signal.SIGKILL)
+                    killed_in = following
+            time.sleep(0.005)
+    finally:
+        if first.poll() is None and killed_in is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(60)
+    assert killed_in is not None, "no batch was in flight to kill: " + log.read_text()[-3000:]
+    assert first.returncode == -signal.SIGKILL
+    assert not target.child(MARKERS, f"{killed_in}.json").exists()
+    if published < len(sent):
+        publish_091(node.amqp_url, EXCHANGE, sent[published:])
+    second = run([*arguments, "--available-now"])
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert killed_in in committed_batches(target), "the batch killed mid-way was redone"
+    assert_exactly_once(out, sent, table_format)
+    assert not target.child("_temporary").exists(), "no staging left behind"
+
+
+# ---------------------------------------------------------------------- a bounded range
+
+
+def test_pipeline_routes_a_bounded_range_of_a_stream(node, tmp_path):
+    stream = new_stream(node)
+    sent = messages(200)
+    publish_091(node.amqp_url, EXCHANGE, sent)
+    out = tmp_path / "out"
+    uri = node.uri(stream) + "&start=50&end=150"
+    done = run(["pipeline", "-d", write_definitions(tmp_path), "-m", uri, "-o", str(out),
+                "--master", "local[2]", "--rabbitmq", "3.10"])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{stream} offsets 50..150 (100 messages" in done.stdout
+    rows = pq.read_table(out / "deliveries").to_pylist()
+    want, unroutable = expected_pairs(sent[50:150])
+    assert Counter((r["message_id"], r["queue"]) for r in rows) == want
+    assert json.loads((out / "summary.json").read_text())["counts"]["input"] == 100
+
+
+def test_diff_routes_a_stream_through_both_topologies(node, tmp_path):
+    """diff -m on a stream: the messages whose queues change when a binding goes, typed
+    headers read from amqp_headers (a short(3) binding still matches after the change)."""
+    stream = new_stream(node)
+    sent = messages(120)
+    publish_091(node.amqp_url, EXCHANGE, sent)
+    old = write_definitions(tmp_path)
+    changed = topology()
+    changed.unbind(EXCHANGE, "eu", "eu.*")
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps(changed.to_definitions()))
+    done = run(["diff", old, str(new), "-m", node.uri(stream), "-o", str(tmp_path / "out"),
+                "--json", "--master", "local[2]", "--rabbitmq", "3.10"])
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{stream} offsets 0..120 (120 messages" in done.stderr
+    report = json.loads(done.stdout)
+    before, _ = expected_pairs(sent)
+    lost = {mid for mid, queue in before if queue == "eu"}
+    assert report["traffic"]["counts"]["messages"] == 120
+    assert report["traffic"]["counts"]["changed"] == len(lost) > 0
+    assert report["traffic"]["counts"]["lost_a_queue"] == len(lost)
