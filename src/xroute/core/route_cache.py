@@ -169,11 +169,14 @@ class TopologyRouteCache:
 
     def binding_changed(self, source: str, exchange_type: str, binding_key: str) -> None:
         """A binding from exchange ``source`` was added or removed."""
+        own = self.own.get(source)
+        routes = self._through.get(source)
+        if not own and not routes:
+            return  # nothing cached through it: a bulk bind pays nothing here
         words = split_words(binding_key) if exchange_type == "topic" else ()
         literal = exchange_type == "direct" or (
             exchange_type == "topic" and "*" not in words and "#" not in words
         )
-        own = self.own.get(source)
         if own:
             if literal:  # it matches its own key alone
                 dropped = own.pop(binding_key, None)
@@ -187,7 +190,6 @@ class TopologyRouteCache:
                 self.invalidations += len(stale)
             else:
                 self._drop_own(source)
-        routes = self._through.get(source)
         if not routes:
             return
         if literal:

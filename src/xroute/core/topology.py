@@ -324,7 +324,8 @@ class Topology:
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
-        self.check_bindable(destination, destination_type)
+        if self.profile.refuses_reply_to_bindings:
+            self.check_bindable(destination, destination_type)
         exchange = self._exchange(source, "binding source")
         if source == DEFAULT_EXCHANGE:
             raise AccessRefused("bindings to or from the default exchange '' are not allowed")
