@@ -102,7 +102,7 @@ def test_the_job_commits_three_delta_tables_that_readers_see_exactly_once(
 
 def test_a_run_whose_counts_do_not_add_up_commits_no_table(spark, dataset, tmp_path, monkeypatch):
     folder, _ = dataset
-    monkeypatch.setattr(job, "_count_input", lambda dataset: COUNT + 1)  # one record lost
+    monkeypatch.setattr(job, "_count_input", lambda dataset, broker_range=None: COUNT + 1)  # one record lost
     out = tmp_path / "out"
     with pytest.raises(PipelineFailed, match="cannot prove that no message was lost"):
         run_pipeline(spark, options(folder, str(out)))
