@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from xroute.bench.experiments.machine import load_average
+from xroute.bench.experiments.machine import cpu_model, load_average
 from xroute.bench.shapes import SCALED_SHAPES, SHAPES, Shape
 from xroute.core.batch import BatchRouter
 from xroute.engines import TopicMatcher
@@ -234,14 +234,7 @@ def run(shapes: tuple[str, ...] = CONTACT_SHAPES, scale: float = 1.0, rabbitmq: 
 
 
 def _machine() -> str:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next((line.split(":", 1)[1].strip() for line in info
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return f"{model or 'unknown CPU'}, {os.cpu_count()} cores"
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 def goals(entry: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from xroute.bench.experiments.common import check_same, wrong_routes
-from xroute.bench.experiments.machine import load_average
+from xroute.bench.experiments.machine import cpu_model, load_average
 from xroute.bench.paths import build_matcher, decode_ids, time_call
 from xroute.bench.peers import build_peer
 from xroute.bench.shapes import SHAPES, Shape
@@ -283,16 +282,9 @@ def shape_gaps(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _meta(shapes: Sequence[str], engines: Sequence[str]) -> dict[str, Any]:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next((line.split(":", 1)[1].strip() for line in info
-                          if line.startswith("model name")), "")
-    except OSError:
-        pass
     return {"experiment": "shapes", "shapes": list(shapes), "engines": list(engines),
             "python": sys.version.split()[0], "cpus": os.cpu_count(),
-            "cpu_model": model or platform.processor(), "load_before": load_average(),
+            "cpu_model": cpu_model(), "load_before": load_average(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "machine_note": "compare engines within this run only; the load average is "
                             "recorded per shape"}
