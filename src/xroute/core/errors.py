@@ -446,3 +446,24 @@ class StreamTruncated(StreamError):
         )
         self.wanted = wanted
         self.first = first
+
+
+class StreamDisconnected(StreamError, ConnectionError):
+    """The connection to the node could not be opened, or was lost during a read (the node
+    stopped, restarted, or the network failed): what a reader retries until its
+    ``reconnectTimeout`` runs out."""
+
+
+class StreamUnreachable(StreamError):
+    """The node did not answer within the reader's ``reconnectTimeout``: the connection was
+    retried with a growing back-off meanwhile. ``endpoint`` is the URI (without a password)."""
+
+    def __init__(self, message: str, stream: str | None = None, endpoint: str = "") -> None:
+        super().__init__(message, stream)
+        self.endpoint = endpoint
+
+
+class StreamVanished(StreamNotFound):
+    """A stream a query was reading (matched by its ``streamPattern``) is gone from the
+    broker: its unread messages, if any, cannot be read; the query stops rather than skip it."""
+

@@ -19,7 +19,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from xroute.core.errors import DatasetError, PipelineFailed, StreamError, StreamURIError
+from xroute.core.errors import (
+    DatasetError,
+    PipelineFailed,
+    StreamError,
+    StreamNotFound,
+    StreamURIError,
+)
 from xroute.pipeline.names import FILE_COLUMN, HEADERS, ROW_COLUMN
 from xroute.sources.storage import Location, locate
 from xroute.spark import io
@@ -33,7 +39,7 @@ DEFAULT_MAX_MESSAGES = 100_000  # a live stream's default micro-batch bound
 
 __all__ = [
     "FORMAT", "BrokerRange", "batch_offsets", "broker_columns", "check_broker", "check_spans", "describe",
-    "is_broker", "keep_start", "lag_of", "pinned_options", "open_source", "pinned_range", "pinned_start", "read_broker_range",
+    "is_broker", "keep_start", "streams_now", "lag_of", "pinned_options", "open_source", "pinned_range", "pinned_start", "read_broker_range",
     "read_broker_stream", "refuse_format",
 ]
 
@@ -44,11 +50,34 @@ def is_broker(source: str | None) -> bool:
 
 
 def open_source(uri: str) -> StreamEndpoint:
-    """The URI parsed, with its streams (`StreamURIError` when it names none)."""
+    """The URI parsed, with its streams or a pattern (`StreamURIError` when it has neither)."""
     endpoint = parse_stream_uri(uri)
-    if not endpoint.streams:
-        raise StreamURIError(f"no stream named: add ?stream=NAME to {endpoint.uri}")
+    if not endpoint.streams and endpoint.pattern is None:
+        raise StreamURIError(
+            f"no stream named: add ?stream=NAME (or ?pattern=REGEX) to {endpoint.uri}"
+        )
+    if endpoint.pattern is not None:
+        from xroute.streams.names import compile_pattern
+
+        compile_pattern(endpoint.pattern)
     return endpoint
+
+
+def streams_now(endpoint: StreamEndpoint, reconnect_s: float | None = None) -> tuple[str, ...]:
+    """The streams the URI names, or those its pattern matches now (the management API)."""
+    if endpoint.pattern is None:
+        return endpoint.streams
+    from xroute.streams.names import resolve
+
+    wait = endpoint.reconnect_s if reconnect_s is None else reconnect_s
+    return resolve(endpoint, endpoint.pattern, endpoint.management, wait)[0]
+
+
+def _matches_none(endpoint: StreamEndpoint) -> StreamNotFound:
+    return StreamNotFound(
+        f"pattern {endpoint.pattern!r} matches no stream in virtual host {endpoint.vhost!r} "
+        f"of {endpoint.uri}"
+    )
 
 
 def broker_columns(columns: io.Columns) -> io.Columns:
@@ -77,17 +106,24 @@ class BrokerRange:
 def pinned_range(uri: str) -> BrokerRange:
     """The URI's range (``start``, default ``first``; ``end``, default the tail now) resolved in
     each stream: `StreamNotFound` for a stream that does not exist, `StreamError` when the node
-    cannot be read."""
+    cannot be read. A pattern is resolved here too: the range names the streams it matched."""
+    from dataclasses import replace
+
     from xroute.streams import client
 
     endpoint = open_source(uri)
+    if endpoint.pattern is not None:
+        matched = streams_now(endpoint, 0)
+        if not matched:
+            raise _matches_none(endpoint)
+        endpoint = replace(endpoint, streams=matched, pattern=None)
     start_spec = parse_offset(endpoint.start, "first", "start")
     end_spec = parse_offset(endpoint.end, "latest", "end")
     if end_spec.kind not in ("offset", "next", "last"):  # as an end, last and next: the tail
         raise StreamURIError(f"end={endpoint.end} in {endpoint.uri}: use an offset or latest")
     streams = list(endpoint.streams)
-    tails = client.tails(endpoint, streams)
-    starts = client.positions(endpoint, streams, start_spec)
+    tails = client.tails(endpoint, streams, reconnect_s=0)
+    starts = client.positions(endpoint, streams, start_spec, 0)
     ends = {
         s: min(tails[s], end_spec.value) if end_spec.kind == "offset" else tails[s]
         for s in streams
@@ -147,6 +183,7 @@ def read_broker_range(spark: Any, span: BrokerRange) -> io.Dataset:
         spark.read.format(FORMAT)
         .option("startingOffset", json.dumps(span.start))
         .option("endingOffset", json.dumps(span.end))
+        .option("reconnectTimeout", span.endpoint.reconnect_s)
         .load(span.endpoint.uri)
     )
     return _frame(frame)
@@ -161,6 +198,8 @@ def pinned_start(checkpoint: str, endpoint: StreamEndpoint, spec: OffsetSpec) ->
     if record.exists():
         kept = json.loads(record.read_bytes())
         start = {s: int(o) for s, o in kept["start"].items()}
+        if endpoint.pattern is not None:  # the streams it matched then (later ones: from 0)
+            return start
         missing = [s for s in endpoint.streams if s not in start]
         if missing:
             raise StreamURIError(
@@ -168,7 +207,7 @@ def pinned_start(checkpoint: str, endpoint: StreamEndpoint, spec: OffsetSpec) ->
                 f"{missing}: use a new checkpoint (and OUT) for other streams"
             )
         return {s: start[s] for s in endpoint.streams}
-    return client.positions(endpoint, list(endpoint.streams), spec)
+    return client.positions(endpoint, list(streams_now(endpoint)), spec, endpoint.reconnect_s)
 
 
 def keep_start(checkpoint: str, endpoint: StreamEndpoint, start: dict[str, int]) -> None:
@@ -188,6 +227,8 @@ def read_broker_stream(
         spark.readStream.format(FORMAT)
         .option("startingOffset", json.dumps(start))
         .option("maxRecordsPerTrigger", max_messages)
+        .option("reconnectTimeout", endpoint.reconnect_s)
+        .options(**({"managementUri": endpoint.management} if endpoint.management else {}))
         .load(endpoint.uri)
     )
     return _frame(frame)
@@ -257,11 +298,13 @@ def lag_of(
     for marker in markers.values():
         for stream, (_, end) in marker.get("offsets", {}).items():
             done[stream] = max(done.get(stream, 0), end)
-    try:
-        tails = client.tails(endpoint, list(endpoint.streams), done)
+    # With a pattern, the streams read so far (a new one shows in the next batch's lag).
+    streams = list(done) if endpoint.pattern is not None else list(endpoint.streams)
+    try:  # one try: a node away shows as an unknown lag, it does not hold the batch up
+        tails = client.tails(endpoint, streams, done, reconnect_s=0)
     except StreamError:
         return None
-    return sum(max(tails[s] - done.get(s, 0), 0) for s in endpoint.streams)
+    return sum(max(tails[s] - done.get(s, 0), 0) for s in streams)
 
 
 def refuse_format(fmt: str, source: str) -> None:
@@ -281,6 +324,12 @@ def check_broker(uri: str) -> str:
     from xroute.streams import client
 
     endpoint = open_source(uri)
-    tails = client.tails(endpoint, list(endpoint.streams))
-    found = ", ".join(f"{s} (tail at offset {tails[s]:,})" for s in endpoint.streams)
-    return f"{endpoint.uri}: stream{'s' if len(tails) > 1 else ''} {found}"
+    streams = streams_now(endpoint, 0)  # at once: the preflight says what is wrong
+    tails = client.tails(endpoint, list(streams), reconnect_s=0)
+    found = ", ".join(f"{s} (tail at offset {tails[s]:,})" for s in streams)
+    if endpoint.pattern is None:
+        return f"{endpoint.uri}: stream{'s' if len(tails) > 1 else ''} {found}"
+    if not streams:
+        return (f"{endpoint.uri}: pattern {endpoint.pattern!r} matches no stream yet (one "
+                "created later is read from its first offset)")
+    return f"{endpoint.uri}: pattern {endpoint.pattern!r} matches {found}"

@@ -15,7 +15,13 @@ Options (the URI's ``stream``, ``start`` and ``end`` parameters are the same opt
 
 - ``path`` (``load``'s argument) or ``uri``: ``rabbitmq-stream://user@host:5552/vhost``; the
   password is the ``password`` option, else ``RABBITMQ_PASSWORD`` (`xroute.streams.uri`);
-- ``stream`` (or ``streams``): one name or several, comma-separated;
+- ``stream`` (or ``streams``): one name or several, comma-separated; or
+  ``streamPattern``: a regular expression matching whole stream names (``orders-.*``), the
+  virtual host's streams listed through the management API at ``managementUri`` (default
+  ``http://<host>:15672``, same user and password; `xroute.streams.names`). A streaming query
+  lists them again at each micro-batch: a stream created later is read from its first
+  offset (as Kafka's ``subscribePattern`` reads a new partition), and a stream it was reading
+  that is gone fails the query with `StreamVanished`;
 - ``startingOffset``: ``first`` (default), ``last``, ``next``, an offset, a time
   (`xroute.streams.offsets`), or one offset per stream as a JSON object (``{"orders": 12}``:
   what the CLI pins, so that a restart starts where the first run meant to);
@@ -28,7 +34,11 @@ Options (the URI's ``stream``, ``start`` and ``end`` parameters are the same opt
 - ``format``: ``messages`` (default, `xroute.streams.records.MESSAGE_SCHEMA`) or
   ``firehose`` (trace records, for a stream bound to ``amq.rabbitmq.trace``);
 - ``failOnDataLoss``: ``true`` (default) fails with `StreamTruncated` when retention removed
-  offsets a query had not read; ``false`` goes on from the stream's first offset.
+  offsets a query had not read; ``false`` goes on from the stream's first offset;
+- ``reconnectTimeout`` (seconds, default 60): how long the driver and each task retry, with a
+  growing back-off, while the node is away (stopped, restarting); then `StreamUnreachable`
+  names the stream and the node. A task that lost its connection mid-range resumes after the
+  last offset it received (`xroute.streams.reconnect`).
 
 Offsets are the streams' own, one JSON object ``{"stream": next offset}``, and Spark's
 checkpoint commits them: a restarted query reads from the committed end, so nothing committed
@@ -42,7 +52,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from xroute.core.errors import StreamURIError
+from xroute.core.errors import StreamURIError, StreamVanished
 from xroute.streams.offsets import OffsetSpec, parse_offset
 from xroute.streams.uri import StreamEndpoint, parse_stream_uri, split_streams
 
@@ -91,6 +101,9 @@ class SourceOptions:
     # Offsets per stream given as JSON objects: they win over ``starting`` / ``ending``.
     start_at: tuple[tuple[str, int], ...] | None = None
     end_at: tuple[tuple[str, int], ...] | None = None
+    pattern: str | None = None  # streamPattern: ``streams`` is then empty
+    management_uri: str | None = None
+    reconnect_s: float = 60.0
 
     @classmethod
     def parse(cls, options: dict[str, str], password: str | None = None) -> SourceOptions:
@@ -107,9 +120,19 @@ class SourceOptions:
         endpoint = parse_stream_uri(uri, opts.get("password"))
         streams = endpoint.streams + split_streams(opts.get("stream") or opts.get("streams"))
         streams = tuple(dict.fromkeys(streams))
-        if not streams:
+        pattern = opts.get("streampattern", endpoint.pattern)
+        if pattern is not None:
+            from xroute.streams.names import compile_pattern
+
+            compile_pattern(pattern)
+            if streams:
+                raise StreamURIError(
+                    f"streams {list(streams)} and streamPattern {pattern!r} given: use one"
+                )
+        elif not streams:
             raise StreamURIError(
-                f"no stream named: add ?stream=NAME to {endpoint.uri} or the 'stream' option"
+                f"no stream named: add ?stream=NAME (or ?pattern=REGEX) to {endpoint.uri}, or "
+                "the 'stream' (or 'streamPattern') option"
             )
         from xroute.streams.records import FORMATS
 
@@ -118,13 +141,13 @@ class SourceOptions:
             raise StreamURIError(f"format {fmt!r} is not one of {sorted(FORMATS)}")
         starting = opts.get("startingoffset", endpoint.start)
         ending = opts.get("endingoffset", endpoint.end)
-        start_at = _per_stream(starting, streams, "startingOffset")
-        end_at = _per_stream(ending, streams, "endingOffset")
+        start_at = _per_stream(starting, streams, "startingOffset", every=pattern is None)
+        end_at = _per_stream(ending, streams, "endingOffset", every=pattern is None)
         return cls(
             endpoint,
             streams,
-            parse_offset(None if start_at else starting, "first", "startingOffset"),
-            parse_offset(None if end_at else ending, "latest", "endingOffset"),
+            parse_offset(None if start_at is not None else starting, "first", "startingOffset"),
+            parse_offset(None if end_at is not None else ending, "latest", "endingOffset"),
             _positive(opts, "maxrecordspertrigger", None),
             _positive(opts, "maxrecordsperpartition", DEFAULT_PARTITION_RECORDS) or 1,
             _positive(opts, "minpartitions", 1) or 1,
@@ -132,13 +155,26 @@ class SourceOptions:
             _flag(opts.get("failondataloss", "true")),
             start_at,
             end_at,
+            pattern,
+            opts.get("managementuri", endpoint.management),
+            _seconds(opts.get("reconnecttimeout"), endpoint.reconnect_s),
         )
+
+    def resolve(self) -> tuple[tuple[str, ...], frozenset[str] | None]:
+        """The streams to read now, and (with a pattern) every stream of the virtual host:
+        the management API is asked, and retried while the node is away."""
+        if self.pattern is None:
+            return self.streams, None
+        from xroute.streams.names import resolve
+
+        return resolve(self.endpoint, self.pattern, self.management_uri, self.reconnect_s)
 
 
 def _per_stream(
-    text: str | None, streams: tuple[str, ...], what: str
+    text: str | None, streams: tuple[str, ...], what: str, every: bool = True
 ) -> tuple[tuple[str, int], ...] | None:
-    """A JSON object of one offset per stream (None when ``text`` is not one)."""
+    """A JSON object of one offset per stream (None when ``text`` is not one); ``every``
+    stream must have one, unless they are a pattern's (then those it names, any of them)."""
     if text is None or not str(text).strip().startswith("{"):
         return None
     import json
@@ -147,7 +183,9 @@ def _per_stream(
         given = json.loads(text)
     except ValueError as error:
         raise StreamURIError(f"{what} {text!r} is not a JSON object: {error}") from None
-    missing = [s for s in streams if s not in given]
+    if not isinstance(given, dict):
+        raise StreamURIError(f"{what} {text!r} is not a JSON object")
+    missing = [s for s in streams if s not in given] if every else []
     bad = {s: v for s, v in given.items() if type(v) is not int or v < 0}
     if missing or bad:
         raise StreamURIError(
@@ -155,7 +193,19 @@ def _per_stream(
             + (f"; missing {missing}" if missing else "")
             + (f"; not offsets: {bad}" if bad else "")
         )
-    return tuple((s, int(given[s])) for s in streams)
+    return tuple((s, int(given[s])) for s in (streams if every else tuple(given)))
+
+
+def _seconds(text: str | None, default: float) -> float:
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise StreamURIError(f"reconnectTimeout must be seconds (>= 0), not {text!r}")
+    return value
 
 
 def _positive(opts: dict[str, str], key: str, default: int | None) -> int | None:
@@ -222,7 +272,8 @@ def read_range(options: SourceOptions, part: StreamRange) -> Iterator[Any]:
 
     pending: list[tuple[int, int, bytes]] = []
     for first, chunk_ms, entries in read(
-        options.endpoint, part.stream, part.start, part.end, options.fail_on_loss
+        options.endpoint, part.stream, part.start, part.end, options.fail_on_loss,
+        options.reconnect_s,
     ):
         pending.extend((first + i, chunk_ms, data) for i, data in enumerate(entries))
         if len(pending) >= BATCH_ROWS:
@@ -284,18 +335,21 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         from xroute.streams import client
 
         o = self.options
-        tails = client.tails(o.endpoint, list(o.streams))
-        starts = (dict(o.start_at) if o.start_at
-                  else client.positions(o.endpoint, list(o.streams), o.starting))
+        streams, _ = o.resolve()
+        tails = client.tails(o.endpoint, list(streams), reconnect_s=o.reconnect_s)
+        if o.start_at is not None:  # a pattern's streams the object does not name start at their first
+            starts = {s: dict(o.start_at).get(s, 0) for s in streams}
+        else:
+            starts = client.positions(o.endpoint, list(streams), o.starting, o.reconnect_s)
         parts: list[StreamRange] = []
-        for stream in o.streams:
+        for stream in streams:
             end = tails[stream]
-            if o.end_at:
-                end = min(end, dict(o.end_at)[stream])
+            if o.end_at is not None:
+                end = min(end, dict(o.end_at).get(stream, end))
             elif o.ending.kind == "offset":
                 end = min(end, int(o.ending.value or 0))
             parts += split(stream, starts[stream], end, o.max_per_partition, o.min_partitions)
-        return parts or [StreamRange(o.streams[0], 0, 0)]
+        return parts or [StreamRange(streams[0] if streams else "", 0, 0)]
 
     def read(self, partition: StreamRange) -> Iterator[Any]:
         """The messages of one range."""
@@ -312,10 +366,13 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - Spark's name
         """availableNow: read up to each stream's tail as it is now, in batches of at most
-        ``maxRecordsPerTrigger``, then stop (a batch replayed after a restart included)."""
+        ``maxRecordsPerTrigger``, then stop (a batch replayed after a restart included; a
+        stream a pattern matches only later is left for the next run)."""
         from xroute.streams import client
 
-        self._target = client.tails(self.options.endpoint, list(self.options.streams))
+        o = self.options
+        streams, _ = o.resolve()
+        self._target = client.tails(o.endpoint, list(streams), reconnect_s=o.reconnect_s)
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 - Spark's name
         """``startingOffset`` resolved in each stream, when the query first starts (a restarted
@@ -325,8 +382,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
         if self._initial is None:
             o = self.options
-            self._initial = (dict(o.start_at) if o.start_at
-                             else client.positions(o.endpoint, list(o.streams), o.starting))
+            streams, _ = o.resolve()
+            if o.start_at is not None:  # a pattern's streams the object does not name: from their first
+                self._initial = {s: dict(o.start_at).get(s, 0) for s in streams}
+            else:
+                self._initial = client.positions(o.endpoint, list(streams), o.starting,
+                                                 o.reconnect_s)
         return dict(self._initial)
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802 - Spark's name
@@ -338,29 +399,44 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def latestOffset(self, start: dict[str, int], limit: Any = None) -> dict[str, int]:  # noqa: N802
         """Each stream's tail, or less so that the micro-batch holds at most the limit's rows
-        (taken from the streams in their order, each given its share)."""
+        (taken from the streams in their order, each given its share). With a pattern, the
+        streams are listed again: a new one joins from offset 0, one that is gone fails the
+        query (`StreamVanished`)."""
         from xroute.streams import client
 
-        start = self._complete(start)
-        tails = client.tails(self.options.endpoint, list(self.options.streams), start)
+        o = self.options
+        streams, every = o.resolve()
+        if every is not None:
+            gone = sorted(s for s in start if s not in every)
+            if gone:
+                raise StreamVanished(
+                    f"stream{'s' if len(gone) > 1 else ''} {', '.join(map(repr, gone))} "
+                    f"(matched by streamPattern {o.pattern!r}, read up to offset"
+                    f"{'s' if len(gone) > 1 else ''} "
+                    f"{', '.join(str(start[s]) for s in gone)}) no longer "
+                    f"exist{'s' if len(gone) == 1 else ''} on {o.endpoint.uri}: the query "
+                    "stops rather than skip them; start a new checkpoint to go on without them",
+                    gone[0],
+                )
+        start = {s: int(start.get(s, 0)) for s in streams}
+        tails = client.tails(o.endpoint, list(streams), start, o.reconnect_s)
         if self._target is not None:
-            tails = {s: min(tails[s], self._target[s]) for s in tails}
-        end = {s: max(tails[s], start[s]) for s in self.options.streams}
+            tails = {s: min(tails[s], self._target.get(s, 0)) for s in tails}
+        end = {s: max(tails[s], start[s]) for s in streams}
         budget = getattr(limit, "max_rows", None)
         if budget is not None:
-            for stream in self.options.streams:
+            for stream in streams:
                 take = min(end[stream] - start[stream], budget)
                 end[stream] = start[stream] + take
                 budget -= take
         return end
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[StreamRange]:
-        """The micro-batch's ranges, split."""
-        start = self._complete(start)
+        """The micro-batch's ranges, split (a stream absent from ``start`` is new: from 0)."""
         o = self.options
         parts: list[StreamRange] = []
-        for stream in o.streams:
-            parts += split(stream, start[stream], end.get(stream, start[stream]),
+        for stream in end:
+            parts += split(stream, int(start.get(stream, 0)), end[stream],
                            o.max_per_partition, o.min_partitions)
         return parts
 
@@ -371,7 +447,3 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: Spark's checkpoint holds the offsets (the broker keeps no state of
         this query)."""
-
-    def _complete(self, offsets: dict[str, int]) -> dict[str, int]:
-        # A stream added to the option after the checkpoint starts at its first offset.
-        return {s: int(offsets.get(s, 0)) for s in self.options.streams}

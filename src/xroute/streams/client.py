@@ -8,6 +8,11 @@ behind a callback per message.
 
 Offsets are the stream's own: every entry has one, consecutive. ``tail`` is the offset the
 next message will get (the end of a range: ranges are ``[start, end)``).
+
+The synchronous functions (`tails`, `positions`, `read_range`) outlive a broker restart: each
+attempt opens its own connection, a lost one raises `StreamDisconnected`, and
+`xroute.streams.reconnect.retrying` tries again for ``reconnect_s`` seconds (a range read
+resumes after the last offset it got).
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import itertools
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
-from xroute.core.errors import StreamError, StreamNotFound, StreamTruncated
+from xroute.core.errors import StreamDisconnected, StreamError, StreamNotFound, StreamTruncated
 from xroute.streams.offsets import OffsetSpec
+from xroute.streams.reconnect import DEFAULT_TIMEOUT_S, is_transient, retrying
 from xroute.streams.uri import StreamEndpoint
 
 # How long an empty stream is given to deliver something before it counts as empty: RabbitMQ
@@ -28,6 +34,7 @@ from xroute.streams.uri import StreamEndpoint
 EMPTY_WAIT_S = 1.0
 READ_TIMEOUT_S = 120.0  # a range that stops arriving (a broker gone) fails rather than hangs
 CREDIT = 64  # chunks in flight per subscription (a 0-9-1 publisher writes small chunks)
+ALIVE_CHECK_S = 0.5  # how often a waiting read looks whether its connection is still open
 _ids = itertools.count(1)
 
 
@@ -61,7 +68,12 @@ async def connected(endpoint: StreamEndpoint) -> AsyncIterator[object]:
     try:
         client = await pool.get(connection_name="xroute")
     except Exception as error:  # rstream raises several kinds: all mean "cannot connect"
-        raise StreamError(
+        # A node away (refused, reset, still starting) is worth retrying; a refused password
+        # or an unknown virtual host is not.
+        kind = StreamDisconnected if is_transient(error) else StreamError
+        with contextlib.suppress(Exception):
+            await pool.close()
+        raise kind(
             f"cannot open a stream connection to {endpoint.uri}: "
             f"{type(error).__name__}: {error}"
         ) from None
@@ -99,14 +111,16 @@ async def chunks(
     except exceptions.StreamDoesNotExist:
         raise StreamNotFound(f"stream {stream!r} does not exist", stream) from None
     except Exception as error:
-        raise StreamError(f"cannot subscribe to stream {stream!r}: {error}", stream) from None
+        kind = StreamDisconnected if is_transient(error) else StreamError
+        raise kind(
+            f"cannot subscribe to stream {stream!r}: {type(error).__name__}: {error}", stream
+        ) from None
     owed = 0
     try:
         while True:
             if queue.empty():  # wait_for costs a task: only when there is nothing to take
-                try:
-                    frame = await asyncio.wait_for(queue.get(), wait_s)
-                except asyncio.TimeoutError:
+                frame = await _next_frame(client, queue, stream, wait_s)
+                if frame is None:
                     return
             else:
                 frame = queue.get_nowait()
@@ -120,8 +134,27 @@ async def chunks(
     finally:
         client.remove_handler(schema.Deliver, name=str(sid))  # type: ignore[attr-defined]
         await client.stop_queue_listener_task(subscriber_id=sid)  # type: ignore[attr-defined]
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.unsubscribe(sid), 5)  # type: ignore[attr-defined]
+        if client.is_connection_alive():  # type: ignore[attr-defined] - a lost one: nothing to say
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.unsubscribe(sid), 5)  # type: ignore[attr-defined]
+
+
+async def _next_frame(client: object, queue: asyncio.Queue, stream: str, wait_s: float) -> object:
+    """The next delivered frame, None after ``wait_s`` seconds without one;
+    `StreamDisconnected` as soon as the connection is found closed (what was delivered before
+    it closed is taken first: those chunks are whole)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        if not client.is_connection_alive() and queue.empty():  # type: ignore[attr-defined]
+            raise StreamDisconnected(f"the connection reading stream {stream!r} was lost", stream)
+        left = deadline - loop.time()
+        if left <= 0:
+            return None
+        try:
+            return await asyncio.wait_for(queue.get(), min(left, ALIVE_CHECK_S))
+        except asyncio.TimeoutError:
+            continue
 
 
 async def _first_chunk(client: object, stream: str, spec: OffsetSpec, wait_s: float) -> Chunk | None:
@@ -191,20 +224,30 @@ async def read_chunks(
     )
 
 
-def tails(endpoint: StreamEndpoint, streams: list[str], known: dict[str, int] | None = None) -> dict[str, int]:
-    """Each stream's tail (synchronously, one connection)."""
+def tails(
+    endpoint: StreamEndpoint,
+    streams: list[str],
+    known: dict[str, int] | None = None,
+    reconnect_s: float = DEFAULT_TIMEOUT_S,
+) -> dict[str, int]:
+    """Each stream's tail (synchronously, one connection; retried while the node is away)."""
 
     async def go() -> dict[str, int]:
         async with connected(endpoint) as client:
             return {s: await tail_of(client, s, bool((known or {}).get(s))) for s in streams}
 
-    return run(go())
+    return retrying(lambda: run(go()), timeout_s=reconnect_s, what=_what("tails", streams),
+                    endpoint=endpoint.uri, stream=_one_of(streams))
 
 
 def positions(
-    endpoint: StreamEndpoint, streams: list[str], spec: OffsetSpec
+    endpoint: StreamEndpoint,
+    streams: list[str],
+    spec: OffsetSpec,
+    reconnect_s: float = DEFAULT_TIMEOUT_S,
 ) -> dict[str, int]:
-    """``spec`` resolved to an offset in each stream (synchronously, one connection)."""
+    """``spec`` resolved to an offset in each stream (synchronously, one connection; retried
+    while the node is away)."""
 
     async def go() -> dict[str, int]:
         out = {}
@@ -214,16 +257,42 @@ def positions(
                 out[stream] = await resolve(client, stream, spec, tail)
         return out
 
-    return run(go())
+    return retrying(lambda: run(go()), timeout_s=reconnect_s,
+                    what=_what(f"offset {spec}", streams), endpoint=endpoint.uri,
+                    stream=_one_of(streams))
 
 
 def read_range(
-    endpoint: StreamEndpoint, stream: str, start: int, end: int, fail_on_loss: bool = True
+    endpoint: StreamEndpoint,
+    stream: str,
+    start: int,
+    end: int,
+    fail_on_loss: bool = True,
+    reconnect_s: float = DEFAULT_TIMEOUT_S,
 ) -> Iterator[tuple[int, int, list[bytes]]]:
-    """`read_chunks` synchronously: the chunks are gathered on a private loop, then yielded."""
+    """`read_chunks` synchronously: the chunks are gathered on a private loop, then yielded.
+    A connection lost mid-way is opened again and the read resumes after the last offset
+    received, so each offset comes once."""
+    got: list[tuple[int, int, list[bytes]]] = []
+    position = [start]  # the next offset wanted, across attempts
 
-    async def go() -> list[tuple[int, int, list[bytes]]]:
+    async def go() -> None:
         async with connected(endpoint) as client:
-            return [part async for part in read_chunks(client, stream, start, end, fail_on_loss)]
+            async for first, stamp, entries in read_chunks(
+                client, stream, position[0], end, fail_on_loss
+            ):
+                got.append((first, stamp, entries))
+                position[0] = first + len(entries)
 
-    yield from run(go())
+    retrying(lambda: run(go()), timeout_s=reconnect_s,
+             what=f"reading stream {stream!r} offsets {start}..{end - 1}", endpoint=endpoint.uri,
+             stream=stream)
+    yield from got
+
+
+def _what(doing: str, streams: list[str]) -> str:
+    return f"{doing} of stream{'s' if len(streams) != 1 else ''} " + ", ".join(map(repr, streams))
+
+
+def _one_of(streams: list[str]) -> str | None:
+    return streams[0] if len(streams) == 1 else None

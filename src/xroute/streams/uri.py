@@ -1,8 +1,12 @@
 """``rabbitmq-stream://user@host:5552/vhost?stream=NAME`` URIs.
 
 The path is the virtual host (``%2F`` for ``/``, the default when the path is empty); the
-query names the streams (``stream=a&stream=b``, or ``stream=a,b``) and optionally the range
-(``start=first``, ``end=last``: `xroute.streams.offsets`). The password never travels in the
+query names the streams (``stream=a&stream=b``, or ``stream=a,b``), or a pattern over the
+virtual host's streams (``pattern=orders-.*``, a regular expression matching whole names,
+listed through the management API at ``management=http://host:15672``, the default on the
+stream node's host: `xroute.streams.names`), optionally the range (``start=first``,
+``end=last``: `xroute.streams.offsets`), and how long a reader waits for a node that went away
+(``reconnect=60``, seconds: `xroute.streams.reconnect`). The password never travels in the
 URI (it would land in Spark's plans, logs and checkpoints): it comes from the ``password``
 option, else ``RABBITMQ_PASSWORD`` as for every other xroute connection.
 """
@@ -18,6 +22,8 @@ from xroute.core.errors import StreamURIError
 SCHEME = "rabbitmq-stream"
 DEFAULT_PORT = 5552
 PASSWORD_VARIABLE = "RABBITMQ_PASSWORD"
+DEFAULT_RECONNECT_S = 60.0
+PARAMETERS = ("stream", "pattern", "start", "end", "management", "reconnect")
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,14 @@ class StreamEndpoint:
     streams: tuple[str, ...] = ()
     start: str | None = None
     end: str | None = None
+    pattern: str | None = None
+    management: str | None = None
+    reconnect: str | None = None
+
+    @property
+    def reconnect_s(self) -> float:
+        """How long a reader waits for the node to come back (``reconnect=``; default 60 s)."""
+        return DEFAULT_RECONNECT_S if self.reconnect is None else float(self.reconnect)
 
     @property
     def uri(self) -> str:
@@ -39,6 +53,8 @@ class StreamEndpoint:
         from urllib.parse import quote
 
         query = "&".join(f"stream={quote(s, safe='')}" for s in self.streams)
+        if self.pattern is not None:
+            query += ("&" if query else "") + f"pattern={quote(self.pattern, safe='')}"
         return (
             f"{SCHEME}://{quote(self.user, safe='')}@{self.host}:{self.port}/"
             f"{quote(self.vhost, safe='')}" + (f"?{query}" if query else "")
@@ -75,11 +91,25 @@ def parse_stream_uri(uri: str, password: str | None = None) -> StreamEndpoint:
             "name streams with ?stream=NAME"
         )
     vhost = unquote(path) if path else "/"
-    query = parse_qs(parsed.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"stream", "start", "end"})
+    # A "+" is a plus (regular expressions, stream names), not a space as in HTML forms.
+    query = parse_qs(parsed.query.replace("+", "%2B"), keep_blank_values=True)
+    unknown = sorted(set(query) - set(PARAMETERS))
     if unknown:
-        raise StreamURIError(f"unknown URI parameter(s) {unknown} in {uri!r}: use stream, start, end")
+        raise StreamURIError(
+            f"unknown URI parameter(s) {unknown} in {uri!r}: use {', '.join(PARAMETERS)}"
+        )
     streams = split_streams(query.get("stream", []))
+    pattern = _one(query, "pattern", uri)
+    if pattern is not None and streams:
+        raise StreamURIError(f"{uri!r} names streams and a pattern: give one or the other")
+    reconnect = _one(query, "reconnect", uri)
+    if reconnect is not None:
+        try:
+            ok = float(reconnect) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise StreamURIError(f"reconnect={reconnect} in {uri!r}: give seconds (>= 0)")
     user = unquote(parsed.username or "guest")
     if password is None:
         password = os.environ.get(PASSWORD_VARIABLE)
@@ -89,7 +119,8 @@ def parse_stream_uri(uri: str, password: str | None = None) -> StreamEndpoint:
         )
     return StreamEndpoint(
         parsed.hostname, port, user, vhost, password, streams,
-        _one(query, "start", uri), _one(query, "end", uri),
+        _one(query, "start", uri), _one(query, "end", uri), pattern,
+        _one(query, "management", uri), reconnect,
     )
 
 
