@@ -337,7 +337,7 @@ class BatchReader(DataSourceReader):  # type: ignore[misc]
         o = self.options
         streams, _ = o.resolve()
         tails = client.tails(o.endpoint, list(streams), reconnect_s=o.reconnect_s)
-        if o.start_at is not None:  # a pattern's streams the object does not name start at their first
+        if o.start_at is not None:  # a pattern's unnamed streams: from 0
             starts = {s: dict(o.start_at).get(s, 0) for s in streams}
         else:
             starts = client.positions(o.endpoint, list(streams), o.starting, o.reconnect_s)
@@ -383,7 +383,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         if self._initial is None:
             o = self.options
             streams, _ = o.resolve()
-            if o.start_at is not None:  # a pattern's streams the object does not name: from their first
+            if o.start_at is not None:  # a pattern's unnamed streams: from 0
                 self._initial = {s: dict(o.start_at).get(s, 0) for s in streams}
             else:
                 self._initial = client.positions(o.endpoint, list(streams), o.starting,
