@@ -26,6 +26,23 @@ class StreamNode:
         """The node's AMQP 0-9-1 URL (guest/guest)."""
         return self.node.amqp_url
 
+    @property
+    def management_url(self) -> str | None:
+        """The management API (``http://127.0.0.1:PORT``), when the node was started with it."""
+        url = self.node.management_url
+        return url.replace("guest@", "") if url else None
+
+    def restart(self, pause_s: float = 2.0) -> None:
+        """Stop the node's RabbitMQ application and start it again (``rabbitmqctl -n NODE
+        stop_app`` / ``start_app``: this node only); returns when it is back."""
+        import time
+
+        self.node.rabbitmqctl("stop_app")
+        try:
+            time.sleep(pause_s)
+        finally:
+            self.node.rabbitmqctl("start_app")
+
     def uri(self, stream: str) -> str:
         """``rabbitmq-stream://guest@127.0.0.1:PORT/%2F?stream=STREAM`` (password: guest,
         from RABBITMQ_PASSWORD)."""
@@ -33,15 +50,16 @@ class StreamNode:
 
 
 @contextlib.contextmanager
-def stream_node() -> Iterator[StreamNode]:
-    """Start a private node with the stream plugin on free loopback ports; stop it after."""
+def stream_node(management: bool = False) -> Iterator[StreamNode]:
+    """Start a private node with the stream plugin on free loopback ports (and the management
+    API, on its own free port, if asked); stop it after."""
     port = _free_port()
     config = (
         f"stream.listeners.tcp.1 = 127.0.0.1:{port}\n"
         # The stream protocol tells clients where the stream's leader is: this very address.
         f"stream.advertised_host = 127.0.0.1\nstream.advertised_port = {port}\n"
     )
-    with private_node(plugins=("rabbitmq_stream",), config=config) as node:
+    with private_node(management=management, plugins=("rabbitmq_stream",), config=config) as node:
         yield StreamNode(node, port)
 
 

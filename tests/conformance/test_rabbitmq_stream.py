@@ -2,7 +2,11 @@
 (started here, on loopback, its own node name and ports; stopped after): batch reads equal
 what was published with either protocol, typed headers keep their types, a restarted
 streaming query reads nothing twice and skips nothing, a stream truncated under a stopped
-query fails with `StreamTruncated`, and `route()` agrees with `Topology.route_message`.
+query fails with `StreamTruncated`, `route()` agrees with `Topology.route_message`, a
+streaming query outlives the node restarted under it (each offset once) and fails with
+`StreamUnreachable` when the node stays away longer than ``reconnectTimeout``, and a
+``streamPattern`` reads the streams it matches, picks up one created later from its first
+offset and stops with `StreamVanished` when one is deleted.
 
 Run by ``make conformance`` (marker ``conformance``; they start Spark too: marker ``spark``).
 """
@@ -10,6 +14,7 @@ Run by ``make conformance`` (marker ``conformance``; they start Spark too: marke
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pyarrow.parquet as pq
@@ -18,7 +23,7 @@ import pytest
 from tests.conformance.streams import declare_stream, publish_091, publish_stream, stream_node
 from tests.pipeline.conftest import spark  # noqa: F401 - the shared SparkSession fixture
 from xroute import Topology
-from xroute.core.errors import StreamNotFound, StreamTruncated
+from xroute.core.errors import StreamNotFound, StreamTruncated, StreamUnreachable, StreamVanished
 from xroute.core.field_table import decode_table
 from xroute.core.values import binary, float32, long, short
 
@@ -27,8 +32,9 @@ pytestmark = [pytest.mark.conformance, pytest.mark.spark]
 
 @pytest.fixture(scope="module")
 def node():
-    """The private node with the stream plugin, for this module."""
-    with stream_node() as started:
+    """The private node with the stream plugin (and the management API, for the patterns),
+    for this module."""
+    with stream_node(management=True) as started:
         yield started
 
 
@@ -204,3 +210,120 @@ def test_spark_connect_reads_a_stream_too(node, spark_connect):
     register(spark_connect)
     rows = _rows(spark_connect.read.format("rabbitmq-stream").load(node.uri(stream)))
     assert [(r["offset"], r["payload"]) for r in rows] == [(n, b"c-%d" % n) for n in range(25)]
+
+
+def _committed_batches(checkpoint: str) -> int:
+    folder = os.path.join(checkpoint, "commits")
+    return len([f for f in os.listdir(folder) if f.isdigit()]) if os.path.isdir(folder) else 0
+
+
+def test_a_streaming_query_outlives_a_broker_restart(node, registered, tmp_path):
+    """The node's RabbitMQ application is stopped and started under a running query: the
+    driver and the tasks reconnect, and every offset lands once in the sink."""
+    stream = _name("restart-node")
+    declare_stream(node.amqp_url, stream)
+    publish_stream(node.stream_port, stream, [b"r-%d" % n for n in range(600)])
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    query = (registered.readStream.format("rabbitmq-stream")
+             .option("maxRecordsPerTrigger", 40).option("reconnectTimeout", 90)
+             .load(node.uri(stream)).select("stream", "offset", "payload")
+             .writeStream.format("parquet").option("checkpointLocation", checkpoint)
+             .trigger(processingTime="100 milliseconds").start(out))
+    try:
+        deadline = time.monotonic() + 300
+        while _committed_batches(checkpoint) < 1 and time.monotonic() < deadline:
+            assert query.exception() is None
+            time.sleep(0.05)
+        before = _committed_batches(checkpoint)
+        assert 1 <= before < 15, f"the restart must come mid-query ({before} of 15 batches)"
+        node.restart()
+        publish_stream(node.stream_port, stream, [b"s-%d" % n for n in range(200)])
+        query.processAllAvailable()
+        assert query.exception() is None
+    finally:
+        query.stop()
+    offsets = pq.read_table(out).column("offset").to_pylist()
+    assert sorted(offsets) == list(range(800)), "each offset exactly once across the restart"
+
+
+def test_a_node_away_longer_than_the_reconnect_timeout_fails_naming_stream_and_node(
+    node, registered
+):
+    stream = _name("away")
+    declare_stream(node.amqp_url, stream)
+    publish_stream(node.stream_port, stream, [b"a"] * 5)
+    frame = (registered.read.format("rabbitmq-stream").option("reconnectTimeout", 2)
+             .load(node.uri(stream)))
+    node.node.rabbitmqctl("stop_app")
+    try:
+        with pytest.raises(Exception) as failure:
+            frame.collect()
+    finally:
+        node.node.rabbitmqctl("start_app")
+    message = str(failure.value)
+    assert StreamUnreachable.__name__ in message
+    assert f"stream {stream!r}" in message
+    assert f"the node at rabbitmq-stream://guest@127.0.0.1:{node.stream_port}/%2F" in message
+    assert "did not answer for 2 s" in message
+
+
+def _delete_stream(amqp_url: str, name: str) -> None:
+    from xroute.bench.rabbitmq import connect
+
+    connection = connect(amqp_url)
+    try:
+        connection.channel().queue_delete(name)
+    finally:
+        connection.close()
+
+
+def test_a_pattern_reads_its_streams_picks_up_new_ones_and_stops_on_a_vanished_one(
+    node, registered, tmp_path
+):
+    tag = uuid.uuid4().hex[:6]
+    a, b, c, other = (f"p{tag}-a", f"p{tag}-b", f"p{tag}-c", f"q{tag}-a")
+    for stream in (a, b, other):
+        declare_stream(node.amqp_url, stream)
+    publish_stream(node.stream_port, a, [b"a"] * 30)
+    publish_stream(node.stream_port, b, [b"b"] * 20)
+    publish_stream(node.stream_port, other, [b"x"] * 10)
+    uri = f"rabbitmq-stream://guest@127.0.0.1:{node.stream_port}/%2F"
+    pattern = f"p{tag}-.*"
+
+    def source(reader):
+        return (reader.format("rabbitmq-stream").option("streamPattern", pattern)
+                .option("managementUri", node.management_url).option("reconnectTimeout", 5)
+                .load(uri))
+
+    # A batch read: the streams matched, not the one beside them.
+    got = sorted((r["stream"], r["offset"]) for r in source(registered.read).collect())
+    assert got == sorted([(a, n) for n in range(30)] + [(b, n) for n in range(20)])
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+    query = (source(registered.readStream).select("stream", "offset").writeStream
+             .format("parquet").option("checkpointLocation", checkpoint)
+             .trigger(processingTime="100 milliseconds").start(out))
+    try:
+        query.processAllAvailable()
+        # A stream created under the running query: read from its first offset.
+        declare_stream(node.amqp_url, c)
+        publish_stream(node.stream_port, c, [b"c"] * 15)
+        publish_stream(node.stream_port, a, [b"a"] * 5)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            query.processAllAvailable()
+            rows = pq.read_table(out).to_pylist()
+            if any(r["stream"] == c for r in rows) and len(rows) >= 70:
+                break
+            time.sleep(0.2)
+        rows = sorted((r["stream"], r["offset"]) for r in pq.read_table(out).to_pylist())
+        assert rows == sorted([(a, n) for n in range(35)] + [(b, n) for n in range(20)]
+                              + [(c, n) for n in range(15)]), "each offset once, c from 0"
+        # A stream it was reading is deleted: the query stops, saying which.
+        _delete_stream(node.amqp_url, b)
+        with pytest.raises(Exception) as failure:
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+    assert StreamVanished.__name__ in str(failure.value)
+    assert f"{b!r} (matched by streamPattern {pattern!r}, read up to offset 20)" in str(
+        failure.value)
