@@ -1,8 +1,10 @@
 """The commands on RabbitMQ streams, against a private node with the stream plugin: ``xroute
 stream -m rabbitmq-stream://...`` routes live from the broker into Delta and Parquet, each
-offset exactly once across restarts and through a driver SIGKILLed mid-batch, with deliveries
-as `Topology.route_message` says; ``xroute pipeline`` routes a bounded range; a stream that is
-not there is refused in one line before Spark starts.
+offset exactly once across restarts, through a driver SIGKILLed mid-batch and through the
+node restarted under a running stream, with deliveries as `Topology.route_message` says;
+``xroute pipeline`` routes a bounded range; ``?pattern=`` names the streams by a regular
+expression (listed by the node's management API); a stream that is not there is refused in
+one line before Spark starts.
 
 The broker only stores the messages: they are published over AMQP 0-9-1 to a fanout exchange
 bound to the stream queue (so each keeps its routing key, headers and message id), and xroute
@@ -43,8 +45,8 @@ EXCHANGE = "orders"  # on the node: a fanout into the stream; for xroute: a topi
 
 @pytest.fixture(scope="module")
 def node():
-    """The private node with the stream plugin, for this module."""
-    with stream_node() as started:
+    """The private node with the stream plugin and the management API, for this module."""
+    with stream_node(management=True) as started:
         yield started
 
 
@@ -87,9 +89,9 @@ def messages(count: int, first: int = 0) -> list[tuple[str, dict[str, Any], byte
     return out
 
 
-def new_stream(node) -> str:
+def new_stream(node, name: str | None = None) -> str:
     """A stream queue bound to the fanout exchange `EXCHANGE` on the node."""
-    name = f"xr-cli-{uuid.uuid4().hex[:6]}"
+    name = name or f"xr-cli-{uuid.uuid4().hex[:6]}"
     connection = connect(node.amqp_url)
     try:
         channel = connection.channel()
@@ -294,3 +296,76 @@ def test_diff_routes_a_stream_through_both_topologies(node, tmp_path):
     assert report["traffic"]["counts"]["messages"] == 120
     assert report["traffic"]["counts"]["changed"] == len(lost) > 0
     assert report["traffic"]["counts"]["lost_a_queue"] == len(lost)
+
+
+# ---------------------------------------------------------------------- the node restarted
+
+
+def test_stream_outlives_the_node_restarted_under_it(node, tmp_path):
+    """stop_app/start_app of the node while ``xroute stream`` runs batches of 100 into Delta:
+    the driver and the tasks reconnect; every offset lands once."""
+    stream = new_stream(node)
+    sent = messages(1200)
+    publish_091(node.amqp_url, EXCHANGE, sent)
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    arguments = ["stream", "-d", write_definitions(tmp_path), "-m", node.uri(stream),
+                 "-o", str(out), "--checkpoint", str(checkpoint), "--table-format", "delta",
+                 "--max-messages", "100", "--available-now", "--master", "local[2]",
+                 "--rabbitmq", "3.10"]
+    log = tmp_path / "stream.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(cli(*arguments), stdout=sink, stderr=subprocess.STDOUT,
+                                   env=cli_env(), start_new_session=True)
+    target = locate(str(out))
+    try:
+        deadline = time.monotonic() + 400
+        while not (target.exists() and committed_batches(target)):
+            assert process.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        before = len(committed_batches(target))
+        assert before < 12, f"the restart must come mid-stream ({before} of 12 batches)"
+        node.restart()
+        assert process.wait(400) == 0, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(60)
+    assert_exactly_once(out, sent, "delta")
+
+
+# ---------------------------------------------------------------------- patterns
+
+
+def test_a_pattern_names_the_streams_for_stream_and_pipeline(node, tmp_path):
+    """``?pattern=`` with the node's management API (``management=``): the preflight lists
+    what it matches, ``xroute stream`` routes every matched stream once, ``pipeline`` a bounded
+    range of each."""
+    tag = uuid.uuid4().hex[:6]
+    first, second = new_stream(node, f"pat{tag}-1"), new_stream(node, f"pat{tag}-2")
+    sent = messages(150)
+    publish_091(node.amqp_url, EXCHANGE, sent)  # the fanout stores each in both streams
+    uri = (f"rabbitmq-stream://guest@127.0.0.1:{node.stream_port}/%2F?pattern=pat{tag}-.%2A"
+           f"&management={node.management_url}")
+    out = tmp_path / "out"
+    done = run(["stream", "-d", write_definitions(tmp_path), "-m", uri, "-o", str(out),
+                "--checkpoint", str(tmp_path / "cp"), "--table-format", "parquet",
+                "--available-now", "--master", "local[2]", "--rabbitmq", "3.10"])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (f"pattern 'pat{tag}-.*' matches {first} (tail at offset 150), {second} (tail at "
+            "offset 150)") in done.stdout
+    want, unroutable = expected_pairs(sent)
+    deliveries = committed(out, "deliveries", "parquet")
+    assert Counter((r["message_id"], r["queue"]) for r in deliveries) == want + want
+    assert sorted(Counter(r["message_id"] for r in deliveries if r["queue"] == "eu").values()) \
+        == [2] * sum(1 for mid, q in want if q == "eu")
+    ranges = sorted(m["offsets"][s] for m in committed_batches(str(out)).values()
+                    for s in m["offsets"])
+    assert ranges == [[0, 150], [0, 150]]
+    # pipeline: the same pattern, a bounded range of each stream it matches.
+    done = run(["pipeline", "-d", write_definitions(tmp_path), "-m", uri + "&start=100",
+                "-o", str(tmp_path / "range"), "--master", "local[2]", "--rabbitmq", "3.10"])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{first} offsets 100..150 (50 messages" in done.stdout
+    assert f"{second} offsets 100..150 (50 messages" in done.stdout
+    assert json.loads((tmp_path / "range" / "summary.json").read_text())["counts"]["input"] == 100
