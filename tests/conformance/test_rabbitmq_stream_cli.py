@@ -369,3 +369,147 @@ def test_a_pattern_names_the_streams_for_stream_and_pipeline(node, tmp_path):
     assert f"{first} offsets 100..150 (50 messages" in done.stdout
     assert f"{second} offsets 100..150 (50 messages" in done.stdout
     assert json.loads((tmp_path / "range" / "summary.json").read_text())["counts"]["input"] == 100
+
+
+# ---------------------------------------------------------------------- make run's sample
+
+# How many messages of make run's 1M sample (a prefix of it): 100,000 by default, so that
+# make conformance stays short; XROUTE_STREAM_SAMPLE=1000000 runs the whole sample.
+SAMPLE = int(os.environ.get("XROUTE_STREAM_SAMPLE", "100000"))
+
+
+def publish_held(port: int, stream: str, rows: list[dict[str, Any]], batch: int = 2000) -> None:
+    """Each row as the message a broker holds, with the stream protocol: its exchange and key
+    as the ``x-exchange`` / ``x-routing-key`` annotations (what a 0-9-1 publish into a stream
+    gets), its headers as application properties."""
+    import asyncio
+
+    from rstream import AMQPMessage, Producer
+
+    def message(row: dict[str, Any]) -> Any:
+        headers = json.loads(row["headers"]) if row["headers"] else None
+        return AMQPMessage(
+            body=b"", application_properties=headers,
+            message_annotations={"x-exchange": row["exchange"],
+                                 "x-routing-key": row["routing_key"]},
+        )
+
+    async def go() -> None:
+        async with Producer("127.0.0.1", port, username="guest", password="guest") as producer:
+            for at in range(0, len(rows), batch):
+                await producer.send_batch(stream, [message(r) for r in rows[at:at + batch]])
+
+    asyncio.run(go())
+
+
+def _can_be_held(row: dict[str, Any]) -> bool:
+    """Whether a broker can hold the record: a message always has a routing key, and its
+    headers are a table (the sample's malformed records of those two kinds are file-only)."""
+    if row["routing_key"] is None:
+        return False
+    if row["headers"] is None:
+        return True
+    try:
+        return isinstance(json.loads(row["headers"]), dict)
+    except ValueError:
+        return False
+
+
+def test_make_runs_sample_routes_live_into_delta_with_its_counts_through_a_killed_driver(
+    node, tmp_path
+):
+    """make run's sample (a prefix of XROUTE_STREAM_SAMPLE messages) published into a stream
+    routes live into Delta, the driver SIGKILLed mid-batch once and restarted, with make run's
+    per-queue, unroutable and rejected counts from the same messages in Parquet. The records no
+    broker can hold (no routing key; headers that are not JSON: make run rejects them) are not
+    published: rejected is lower by exactly their number, every other count is equal."""
+
+    from xroute.pipeline.sample import definitions, messages
+
+    clock = time.monotonic()
+    phases: dict[str, float] = {}
+
+    def phase(name: str) -> None:  # printed (pytest -s): the run's time, phase by phase
+        nonlocal clock
+        now = time.monotonic()
+        phases[name] = round(now - clock, 1)
+        clock = now
+
+    sample = messages(max(SAMPLE, 1_000_000)).slice(0, SAMPLE)
+    defs = tmp_path / "definitions.json"
+    defs.write_text(json.dumps(definitions()))
+    parquet = tmp_path / "messages.parquet"
+    pq.write_table(sample, parquet, row_group_size=131072)
+    # make run's job, on the Parquet file.
+    done = run(["pipeline", "--definitions", str(defs), "--messages", str(parquet),
+                "--out", str(tmp_path / "from-parquet"), "--overwrite",
+                "--keep-columns", "sent_at", "--master", "local[2]"], timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    baseline = json.loads((tmp_path / "from-parquet" / "summary.json").read_text())
+    phase("make run's pipeline on Parquet")
+    rows = sample.select(["exchange", "routing_key", "headers"]).to_pylist()
+    held = [r for r in rows if _can_be_held(r)]
+    not_held = len(rows) - len(held)
+    assert 0 < not_held < len(rows) // 100  # about 0.4%: the two kinds of 1% malformed
+    stream = f"xr-sample-{uuid.uuid4().hex[:6]}"
+    from tests.conformance.streams import declare_stream
+
+    declare_stream(node.amqp_url, stream)
+    publish_held(node.stream_port, stream, held)
+    phase("publish into the stream")
+    out, checkpoint = tmp_path / "out", tmp_path / "cp"
+    arguments = ["stream", "-d", str(defs), "-m", node.uri(stream), "-o", str(out),
+                 "--checkpoint", str(checkpoint), "--table-format", "delta",
+                 "--max-messages", str(max(len(held) // 8, 1000)), "--master", "local[2]"]
+    log = tmp_path / "first.log"
+    with log.open("w") as sink:
+        first = subprocess.Popen(cli(*arguments, "--trigger-interval", "200ms"), stdout=sink,
+                                 stderr=subprocess.STDOUT, env=cli_env(),
+                                 start_new_session=True)
+    target = locate(str(out))
+    killed_in = None
+    try:
+        deadline = time.monotonic() + 1200
+        while killed_in is None and time.monotonic() < deadline:
+            assert first.poll() is None, log.read_text()[-3000:]
+            done_batches = committed_batches(target) if target.exists() else {}
+            following = max(done_batches, default=-1) + 1
+            if done_batches and target.child("_temporary", f"batch-{following}").exists():
+                if not target.child(MARKERS, f"{following}.json").exists():
+                    os.killpg(first.pid, signal.SIGKILL)
+                    killed_in = following
+            time.sleep(0.005)
+    finally:
+        if first.poll() is None and killed_in is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(60)
+    assert killed_in is not None, "no batch was in flight to kill: " + log.read_text()[-3000:]
+    assert not target.child(MARKERS, f"{killed_in}.json").exists()
+    phase(f"stream until killed in batch {killed_in}")
+    second = run([*arguments, "--available-now"], timeout=1800)
+    phase("restarted stream to the end")
+    counts = json.loads((out / "summary.json").read_text())["counts"]
+    print(f"\nsample {SAMPLE:,} ({len(held):,} held): {phases}; counts {counts}")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert killed_in in committed_batches(target), "the batch killed mid-way was redone"
+    live = json.loads((out / "summary.json").read_text())
+    want = baseline["counts"]
+    got = live["counts"]
+    assert got["input"] == want["input"] - not_held == len(held)
+    assert got["rejected"] == want["rejected"] - not_held
+    for name in ("delivered", "deliveries", "unroutable"):
+        assert got[name] == want[name], name
+    assert live["queues"] == baseline["queues"]
+    # The Delta tables themselves: as many rows a queue as the summaries say, offsets once.
+    from deltalake import DeltaTable
+
+    deliveries = DeltaTable(str(out / "deliveries")).to_pyarrow_table(columns=["queue"])
+    per_queue = dict(zip(*[c.to_pylist() for c in
+                           deliveries.group_by("queue").aggregate([("queue", "count")])
+                           .select(["queue", "queue_count"]).columns]))
+    assert per_queue == {q: n for q, n in baseline["queues"].items() if n}
+    assert DeltaTable(str(out / "unroutable")).to_pyarrow_dataset().count_rows() == \
+        want["unroutable"]
+    ranges = sorted(tuple(m["offsets"][stream]) for m in committed_batches(str(out)).values())
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(held)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), ranges
