@@ -41,6 +41,7 @@ def _columns(text: str | None) -> tuple[str, ...]:
     help="The message dataset: a Parquet, JSON Lines or CSV file, or a folder of them; a local "
     "path or a URI (s3://bucket/prefix/, gs://, hdfs://, abfs://, file://); or a range of "
     "RabbitMQ streams: rabbitmq-stream://user@host:5552/vhost?stream=NAME&start=first&end=latest "
+    "(or ?pattern=REGEX[&management=http://host:15672] for the streams it matches now) "
     "(password from RABBITMQ_PASSWORD).",
 )
 @click.option(

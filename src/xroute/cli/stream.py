@@ -47,7 +47,9 @@ def parse_interval(text: str) -> float:
     help="SOURCE: the folder where Parquet, JSON Lines or CSV files arrive (a local path or "
     "file://; Spark reads s3:// only with hadoop-aws on its classpath), or RabbitMQ streams: "
     "rabbitmq-stream://user@host:5552/vhost?stream=NAME[&start=first|next|OFFSET|TIME] "
-    "(password from RABBITMQ_PASSWORD).",
+    "or ?pattern=REGEX[&management=http://host:15672] (streams listed by the management API; "
+    "new ones read from offset 0), [&reconnect=SECONDS] (how long to wait for a node that went "
+    "away; 60) (password from RABBITMQ_PASSWORD).",
 )
 @click.option(
     "--out", "-o", required=True, help="Output folder: a local path or any URI (s3://, gs://...)."
