@@ -38,9 +38,10 @@ TYPED_HEADERS = "amqp_headers"
 DEFAULT_MAX_MESSAGES = 100_000  # a live stream's default micro-batch bound
 
 __all__ = [
-    "FORMAT", "BrokerRange", "batch_offsets", "broker_columns", "check_broker", "check_spans", "describe",
-    "is_broker", "keep_start", "streams_now", "lag_of", "pinned_options", "open_source", "pinned_range", "pinned_start", "read_broker_range",
-    "read_broker_stream", "refuse_format",
+    "FORMAT", "BrokerRange", "batch_offsets", "broker_columns", "check_broker", "check_spans",
+    "describe", "is_broker", "keep_start", "lag_of", "open_source", "pinned_options",
+    "pinned_range", "pinned_start", "read_broker_range", "read_broker_stream", "refuse_format",
+    "streams_now",
 ]
 
 

@@ -134,7 +134,8 @@ async def chunks(
     finally:
         client.remove_handler(schema.Deliver, name=str(sid))  # type: ignore[attr-defined]
         await client.stop_queue_listener_task(subscriber_id=sid)  # type: ignore[attr-defined]
-        if client.is_connection_alive():  # type: ignore[attr-defined] - a lost one: nothing to say
+        # A lost connection has nobody to tell.
+        if client.is_connection_alive():  # type: ignore[attr-defined]
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.unsubscribe(sid), 5)  # type: ignore[attr-defined]
 

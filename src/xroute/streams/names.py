@@ -27,7 +27,9 @@ def compile_pattern(text: str) -> re.Pattern[str]:
     try:
         return re.compile(text)
     except re.error as error:
-        raise StreamURIError(f"streamPattern {text!r} is not a regular expression: {error}") from None
+        raise StreamURIError(
+            f"streamPattern {text!r} is not a regular expression: {error}"
+        ) from None
 
 
 def matching(pattern: re.Pattern[str], names: list[str]) -> tuple[str, ...]:
