@@ -256,3 +256,42 @@ def test_a_stream_no_longer_matched_but_there_is_left_quietly(monkeypatch):
     # The pattern changed between runs: "x-1" exists but no longer matches; not an error.
     reader = _pattern_reader(monkeypatch, [["o-1", "x-1"]], {"o-1": 9, "x-1": 3})
     assert reader.latestOffset({"o-1": 4, "x-1": 3}) == {"o-1": 9}
+
+
+def test_a_management_api_answering_500_is_waited_for():
+    """3.10's API answered 500 to /api/queues while a restarted node recovered its streams:
+    retried, then the listing is used; a 404 is not retried."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    answers = [(500, b"{}"), (200, json.dumps([{"name": "o-1", "type": "stream"},
+                                              {"name": "o-q", "type": "classic"}]).encode())]
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            status, body = answers.pop(0) if answers else (404, b"{}")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = parse_stream_uri("rabbitmq-stream://guest@127.0.0.1:1/%2F?pattern=o-.*", "g")
+        api = f"http://127.0.0.1:{server.server_port}"
+        assert names.resolve(endpoint, "o-.*", api, 30)[0] == ("o-1",)
+        assert asked == ["/api/queues/%2F?columns=name,type"] * 2
+        from xroute.core.errors import ManagementError
+
+        with pytest.raises(ManagementError, match="answered 404") as failure:
+            names.resolve(endpoint, "o-.*", api, 30)
+        assert not isinstance(failure.value, ManagementUnavailable)
+    finally:
+        server.shutdown()

@@ -100,13 +100,30 @@ def publish_stream(port: int, stream: str, bodies: list[bytes], batch: int = 500
     """Publish ``bodies`` with the stream protocol (rstream's producer, confirmed)."""
     from rstream import AMQPMessage, Producer
 
+    sent = [0]  # confirmed so far, across attempts
+
     async def go() -> None:
         async with Producer("127.0.0.1", port, username="guest", password="guest") as producer:
-            for at in range(0, len(bodies), batch):
+            for at in range(sent[0], len(bodies), batch):
                 await producer.send_batch(
                     stream,
                     [AMQPMessage(body=b, application_properties={"n": at + i})
                      for i, b in enumerate(bodies[at : at + batch])],
                 )
+                sent[0] = min(at + batch, len(bodies))
 
-    asyncio.run(go())
+    # Retried, from the first batch not confirmed, while the node recovers its streams after
+    # a start (StreamNotAvailable).
+    import time
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            asyncio.run(go())
+            return
+        except Exception as error:
+            if type(error).__name__ not in ("StreamNotAvailable", "LeaderNotAvailable"):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)

@@ -292,8 +292,7 @@ def test_a_pattern_reads_its_streams_picks_up_new_ones_and_stops_on_a_vanished_o
 
     def source(reader):
         return (reader.format("rabbitmq-stream").option("streamPattern", pattern)
-                .option("managementUri", node.management_url).option("reconnectTimeout", 5)
-                .load(uri))
+                .option("managementUri", node.management_url).load(uri))
 
     # A batch read: the streams matched, not the one beside them.
     got = sorted((r["stream"], r["offset"]) for r in source(registered.read).collect())

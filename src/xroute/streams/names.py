@@ -91,6 +91,8 @@ def list_streams(
             f"{why}: GET {url} answered 404: no virtual host {endpoint.vhost!r} there, or no "
             "management API (rabbitmq-plugins enable rabbitmq_management)", api.base
         )
+    if status >= 500:  # seen on 3.10 while a restarted node recovers its streams: retried
+        raise ManagementUnavailable(f"{why}: GET {url} answered HTTP {status}", api.base)
     if status != 200:
         raise ManagementError(f"{why}: GET {url} answered HTTP {status}", api.base)
     try:
