@@ -295,3 +295,16 @@ def test_a_management_api_answering_500_is_waited_for():
         assert not isinstance(failure.value, ManagementUnavailable)
     finally:
         server.shutdown()
+
+
+def test_a_stream_deleted_between_listing_and_tails_is_vanished_too(monkeypatch):
+    from xroute.streams import client
+
+    reader = _pattern_reader(monkeypatch, [["o-1", "o-2"]], {"o-1": 5})
+
+    def tails(endpoint, streams, known=None, reconnect_s=0):
+        raise StreamNotFound("stream 'o-2' does not exist", "o-2")
+
+    monkeypatch.setattr(client, "tails", tails)
+    with pytest.raises(StreamVanished, match="'o-2' .*read up to offset 7"):
+        reader.latestOffset({"o-1": 5, "o-2": 7})

@@ -52,7 +52,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from xroute.core.errors import StreamURIError, StreamVanished
+from xroute.core.errors import StreamNotFound, StreamURIError, StreamVanished
 from xroute.streams.offsets import OffsetSpec, parse_offset
 from xroute.streams.uri import StreamEndpoint, parse_stream_uri, split_streams
 
@@ -409,17 +409,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         if every is not None:
             gone = sorted(s for s in start if s not in every)
             if gone:
-                raise StreamVanished(
-                    f"stream{'s' if len(gone) > 1 else ''} {', '.join(map(repr, gone))} "
-                    f"(matched by streamPattern {o.pattern!r}, read up to offset"
-                    f"{'s' if len(gone) > 1 else ''} "
-                    f"{', '.join(str(start[s]) for s in gone)}) no longer "
-                    f"exist{'s' if len(gone) == 1 else ''} on {o.endpoint.uri}: the query "
-                    "stops rather than skip them; start a new checkpoint to go on without them",
-                    gone[0],
-                )
+                raise self._vanished(gone, start)
+        begun = start
         start = {s: int(start.get(s, 0)) for s in streams}
-        tails = client.tails(o.endpoint, list(streams), start, o.reconnect_s)
+        try:
+            tails = client.tails(o.endpoint, list(streams), start, o.reconnect_s)
+        except StreamNotFound as error:  # deleted between the listing and the tails
+            if every is not None and error.stream in begun:
+                raise self._vanished([error.stream], begun) from None
+            raise
         if self._target is not None:
             tails = {s: min(tails[s], self._target.get(s, 0)) for s in tails}
         end = {s: max(tails[s], start[s]) for s in streams}
@@ -430,6 +428,19 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
                 end[stream] = start[stream] + take
                 budget -= take
         return end
+
+    def _vanished(self, gone: list[str], start: dict[str, int]) -> StreamVanished:
+        """The error for streams a pattern's query was reading that are gone."""
+        many = len(gone) > 1
+        return StreamVanished(
+            f"stream{'s' if many else ''} {', '.join(map(repr, gone))} (matched by "
+            f"streamPattern {self.options.pattern!r}, read up to offset{'s' if many else ''} "
+            f"{', '.join(str(start[s]) for s in gone)}) no longer exist{'' if many else 's'} "
+            f"on {self.options.endpoint.uri}: the query stops rather than skip "
+            f"{'them' if many else 'it'}; start a new checkpoint to go on without "
+            f"{'them' if many else 'it'}",
+            gone[0],
+        )
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[StreamRange]:
         """The micro-batch's ranges, split (a stream absent from ``start`` is new: from 0)."""
