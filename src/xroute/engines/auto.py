@@ -123,7 +123,8 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._literal_keys = self._literal.keys
         # The wildcard patterns by shape as well (xroute.engines.shapes): while they have few
         # shapes, a key's wildcard answer is a dict lookup per shape, and the DFA is not used.
-        self._shapes = ShapeIndex()
+        # (made again from the trie after it dropped its entries for having too many shapes)
+        self._shapes = ShapeIndex(self.patterns)
         self._by_shape: Any = self._shapes.matcher()
         self._flat_shapes: FlatShapes | None = None  # the shape kernel's arrays, if current
         # The wildcard bindings of destinations bound with '#' are kept out of all of them

@@ -7,6 +7,11 @@ their own work by it. A key's frozenset is made anew on each change while it has
 ``freeze_now`` members; beyond, the members are kept in a set beside it, and the frozenset is
 made on the next read: binding 10k queues to one key then costs one frozenset, not 10k
 growing copies.
+
+With ``share_singletons`` a key of one member gets the frozenset of that member shared by
+every such key (`xroute.core.literal_routes`: an MQTT site's six literal topics lead to one
+client queue, one frozenset of 216 bytes, not six). Only for members that many keys share:
+for members of one key each, the shared table would cost a dict entry more.
 """
 
 from __future__ import annotations
@@ -25,12 +30,26 @@ class FrozenSets:
     (then `get` makes it); a key without members is absent.
     """
 
-    __slots__ = ("frozen", "_large", "_freeze_now")
+    __slots__ = ("frozen", "_large", "_freeze_now", "_ones")
 
-    def __init__(self, freeze_now: int) -> None:
+    def __init__(self, freeze_now: int, share_singletons: bool = False) -> None:
         self.frozen: dict[Any, Any] = {}
         self._large: dict[Any, set[Hashable]] = {}  # keys with more than freeze_now members
         self._freeze_now = freeze_now
+        # member -> frozenset of it alone, shared by the keys it is the only member of
+        self._ones: dict[Hashable, frozenset] | None = {} if share_singletons else None
+
+    def _alone(self, member: Hashable) -> frozenset:
+        """The frozenset of ``member`` alone: shared if `share_singletons`."""
+        ones = self._ones
+        if ones is None:
+            return frozenset((member,))
+        found = ones.get(member)
+        if found is None:
+            if len(ones) > 2 * len(self.frozen) + 1_024:
+                ones.clear()  # members no key holds any more (queues deleted): forgotten
+            found = ones[member] = frozenset((member,))
+        return found
 
     def add(self, key: Any, member: Hashable) -> None:
         """Add ``member``, not one of ``key``'s members yet."""
@@ -41,7 +60,7 @@ class FrozenSets:
             return
         small = self.frozen.get(key)
         if small is None:
-            self.frozen[key] = frozenset((member,))
+            self.frozen[key] = self._alone(member)
         elif len(small) < self._freeze_now:
             self.frozen[key] = small | {member}
         else:
@@ -60,7 +79,10 @@ class FrozenSets:
                 return
             left = frozenset(large)
             del self._large[key]
-        if left:
+        if len(left) == 1 and self._ones is not None:
+            (alone,) = left
+            self.frozen[key] = self._alone(alone)
+        elif left:
             self.frozen[key] = left
         else:
             del self.frozen[key]

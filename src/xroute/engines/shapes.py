@@ -17,11 +17,17 @@ and the key must have at least as many words as the pattern has besides ``#``. P
 two or more ``#`` (rare, and exponential in RabbitMQ's own trie) make the index unusable, as
 do more than `MAX_SHAPES` shapes (the seed articles' random mix has hundreds): the caller
 then walks its DFA instead, which is exact for any set.
+
+Past `DROP_SHAPES` shapes the index keeps only a count of patterns per shape, not their
+entries (the seed mix at 10k bindings: 1,300 shapes, 450 bytes and two tracked objects a
+binding kept for nothing), and makes them again from its ``source`` (the caller's trie) once
+it is usable again: a rebuild over every pattern, paid only when the shapes come back under
+`MAX_SHAPES`, never per change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -33,6 +39,9 @@ from xroute.engines.frozen_sets import STALE, FrozenSets
 # Beyond this many shapes, a key's lookups cost more than a warm DFA walk of a 5-word key
 # (about 1 µs against 0.15 µs a lookup): the caller's DFA answers instead.
 MAX_SHAPES = 6
+# Beyond this many shapes the entries are dropped (see the module's doc); the gap to
+# `MAX_SHAPES` keeps a binding toggled at the bound from rebuilding the index each time.
+DROP_SHAPES = 4 * MAX_SHAPES
 # Unions of answers from several shapes, kept so that keys ending alike share one frozenset
 # (`Topology` works once per distinct set): at most this many, then forgotten whole.
 MAX_UNIONS = 16_384
@@ -110,9 +119,17 @@ class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
     __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans", "_heads",
-                 "_headless", "_copies")
+                 "_headless", "_copies", "_counts", "_source", "_dropped")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, source: Callable[[], Iterable[tuple[Words, Hashable]]] | None = None
+    ) -> None:
+        # Every (words, destination) indexed here, from the caller's own store: what the
+        # entries are made again from after they were dropped (without it, never dropped).
+        self._source = source
+        self._dropped = False
+        # Shape -> how many patterns have it, kept even while the entries are dropped.
+        self._counts: dict[tuple[int, bool, tuple[int, ...]], int] = {}
         self._shapes: dict[tuple[int, bool, tuple[int, ...]], _Shape] = {}
         self._by_length: dict[int, list[_Shape]] = {}  # shapes without '#', by word count
         self._open: list[_Shape] = []  # shapes with one '#'
@@ -135,13 +152,20 @@ class ShapeIndex:
     @property
     def usable(self) -> bool:
         """True if every pattern has a shape and there are at most `MAX_SHAPES` of them."""
-        return not self._unshaped and len(self._shapes) <= MAX_SHAPES
+        return not self._unshaped and len(self._counts) <= MAX_SHAPES
 
     def add(self, words: Words, destination: Hashable) -> None:
         """Index the new binding of the wildcard pattern ``words`` to ``destination``."""
         key = shape_of(words)
         if key is None:
             self._unshaped += 1
+            return
+        counts = self._counts
+        counts[key] = counts.get(key, 0) + 1
+        if self._dropped:
+            return
+        if len(counts) > DROP_SHAPES and self._source is not None:
+            self._drop()
             return
         shape = self._shapes.get(key)
         if shape is None:
@@ -168,6 +192,13 @@ class ShapeIndex:
         key = shape_of(words)
         if key is None:
             self._unshaped -= 1
+            return
+        left = self._counts[key] - 1
+        if left:
+            self._counts[key] = left
+        else:
+            del self._counts[key]
+        if self._dropped:
             return
         shape = self._shapes[key]
         literal = shape.take(words)
@@ -198,6 +229,8 @@ class ShapeIndex:
         again after each binding change."""
         if not self.usable:
             return None
+        if self._dropped:
+            self._rebuild()
         if len(self._shapes) != 1:
             return self.match
         (shape,) = self._shapes.values()
@@ -244,6 +277,21 @@ class ShapeIndex:
                     found = answer
         return found if several is None else self._union(several)
 
+    def _drop(self) -> None:
+        """Too many shapes to be used: keep the counts only (see the module's doc)."""
+        self._dropped = True
+        self._shapes, self._by_length, self._open = {}, {}, []
+        self._unions, self._plans, self._heads, self._copies = {}, {}, {}, {}
+        self._headless = 0
+
+    def _rebuild(self) -> None:
+        """Usable again after a drop: make the entries from the source's patterns."""
+        self._dropped = False
+        self._counts = {}
+        self._unshaped = 0
+        for words, destination in self._source():  # type: ignore[misc]
+            self.add(words, destination)
+
     def _plan(self, size: int) -> tuple[tuple[Any, dict, _Shape], ...]:
         """The shapes a key of ``size`` words can match: those without '#' of exactly that
         many words, then those with one '#' it is long enough for."""
@@ -273,4 +321,5 @@ class ShapeIndex:
 
     def stats(self) -> dict[str, int]:
         """How many shapes, and how many bindings have none (two ``#`` or more)."""
-        return {"shapes": len(self._shapes), "unshaped_bindings": self._unshaped}
+        return {"shapes": len(self._counts), "unshaped_bindings": self._unshaped,
+                "shape_entries_dropped": self._dropped}
