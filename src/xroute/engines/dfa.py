@@ -77,15 +77,25 @@ class State:
     base holds a subset of the state's nodes, so a binding change that drops the base drops
     the state too.)"""
 
-    __slots__ = ("nodes", "destinations", "next", "other", "base", "entered")
+    __slots__ = ("nodes", "destinations", "next", "other", "base")
 
     def __init__(self, nodes: frozenset[Node]) -> None:
         self.nodes = nodes
         self.destinations: frozenset | None = None
-        self.next: dict[str, State] = {}  # literal word -> state
+        # literal word -> state: `_NO_NEXT` (shared, never written) until the first one, as
+        # half the states are only ends; each object a state keeps is one more for Python's
+        # collector to count, and enough of them made on routes set off a full collection
+        self.next: dict[str, State] = _NO_NEXT
         self.other: State | None = None  # any word that labels no trie edge
         self.base: State | None = None
-        self.entered: set[Node] | tuple[()] = ()
+
+    @property
+    def entered(self) -> frozenset[Node]:
+        """The nodes this state holds beyond its base's (all of them without a base): made
+        when asked, not kept (a set a state). The union with the base's is the same set as
+        the nodes entered along the word's edges, so what is derived from them is too."""
+        base = self.base
+        return self.nodes if base is None else self.nodes - base.nodes
 
 
 @register
@@ -212,7 +222,10 @@ class DfaEngine(TrieEngine):
             entered = step_labelled(nodes, parents, word)
             following = (other if entered <= other.nodes
                          else self._intern(other.nodes | entered, other, entered))
-        state.next[word] = following
+        if state.next is _NO_NEXT:
+            state.next = {word: following}
+        else:
+            state.next[word] = following
         self._cells += 1
         return following
 
@@ -252,7 +265,6 @@ class DfaEngine(TrieEngine):
         state = State(key)
         if base is not None:
             state.base = base
-            state.entered = entered  # type: ignore[assignment]
         # (Made from a base, it holds the base's nodes: only the entered ones are left to test.)
         if key and (base is None or not base.nodes or base.next.__class__ is _SelfLoop) and all(
             node.is_hash and not node.children and node.star is None
@@ -358,6 +370,9 @@ class DfaEngine(TrieEngine):
             self._start = None
         if self._dead in doomed:
             self._dead = None
+
+
+_NO_NEXT: dict[str, State] = {}  # `State.next` of a state without transitions yet
 
 
 class _SelfLoop(dict):
