@@ -182,8 +182,14 @@ class AutoEngine(BatchKernel, DfaEngine):
     def destinations_not_shared(self) -> None:
         """Told by `TopicMatcher` (before any binding) that every binding has a destination of
         its own (a topology's `Binding` objects): no catch-all can shadow another binding, so
-        no per-destination index of patterns is kept (about 100 bytes a wildcard binding)."""
+        no per-destination index of patterns is kept (about 100 bytes a wildcard binding).
+        Nor can two keys or patterns share an answer of one destination: such answers are
+        kept as the destination alone, not a frozenset (216 bytes a binding)."""
         self._shadow = None
+        self._literal = LiteralIndex(bare_singletons=True)
+        self._literal_keys = self._literal.keys
+        self._shapes = ShapeIndex(self.patterns, bare_singletons=True)
+        self._by_shape = self._shapes.matcher()
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
         super().add(words, destination)

@@ -121,8 +121,10 @@ class DfaEngine(TrieEngine):
         self._dead: State | None = None
         self._cells = 0
         # literal word -> the trie nodes with an edge labelled by it; other words share
-        # `State.other` (see `_advance`).
-        self._parents: dict[str, set[Node]] = {}
+        # `State.other` (see `_advance`). None until the automaton is first walked (made
+        # then from the trie, by `_make_start`): `auto` routes by shape and may never walk
+        # it (a set per word: 66 bytes a binding on the MQTT shape, for nothing).
+        self._parents: dict[str, set[Node]] | None = None
         self._resets = self._invalidated = self._built = 0
         self._matches = self._matches_at_reset = 0
         self._bypass = 0  # matches left to route by the plain trie walk
@@ -136,6 +138,8 @@ class DfaEngine(TrieEngine):
         if self._states:
             self._forget(path[:created])
         parents = self._parents
+        if parents is None:
+            return
         for depth in range(created, len(words) + 1):  # the edges this binding created
             word = words[depth - 1]
             if word != STAR and word != HASH:
@@ -150,6 +154,8 @@ class DfaEngine(TrieEngine):
         if self._states:
             self._forget(path)
         parents = self._parents
+        if parents is None:
+            return
         for depth in range(pruned, len(words) + 1):  # the edges pruned
             word = words[depth - 1]
             if word != STAR and word != HASH:
@@ -199,8 +205,32 @@ class DfaEngine(TrieEngine):
 
     # -- building --------------------------------------------------------------------------
     def _make_start(self) -> State:
+        # Every walk of the automaton begins here, so the index of labelled edges is made
+        # before any transition needs it.
+        if self._parents is None:
+            self._parents = self._edges_by_word()
         self._start = self._intern(self.start())
         return self._start
+
+    def _edges_by_word(self) -> dict[str, set[Node]]:
+        """Literal word -> the trie nodes with an edge labelled by it (`_parents`)."""
+        parents: dict[str, set[Node]] = {}
+        pending = [self._root]
+        while pending:
+            node = pending.pop()
+            kids = node.children
+            for word, child in ((kids,) if kids.__class__ is tuple else kids.items()):
+                holders = parents.get(word)
+                if holders is None:
+                    parents[word] = {node}
+                else:
+                    holders.add(node)
+                pending.append(child)
+            if node.star is not None:
+                pending.append(node.star)
+            if node.hash is not None:
+                pending.append(node.hash)
+        return parents
 
     def _advance(self, state: State, word: str) -> State:
         # Once the automaton is half full it steps every node again: the two-part build also

@@ -58,7 +58,8 @@ class _Shape:
 
     __slots__ = ("min_words", "exact", "positions", "take", "entries", "frozen")
 
-    def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...]) -> None:
+    def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...],
+                 bare_singletons: bool = False) -> None:
         self.min_words = min_words  # words besides '#'; exactly these many if ``exact``
         self.exact = exact
         self.positions = positions
@@ -69,7 +70,7 @@ class _Shape:
         # (EMQX's 80k filters: 230k such objects, scattered; 0.6 µs a probe against 0.1 µs).
         self.take: Any = (_nothing if not positions else itemgetter(positions[0])
                           if len(positions) == 1 else _joined(itemgetter(*positions)))
-        self.entries = FrozenSets(FREEZE_NOW)
+        self.entries = FrozenSets(FREEZE_NOW, bare_singletons=bare_singletons)
         self.frozen = self.entries.frozen  # read inline by `lookup` and the one-shape matcher
 
     def literal_entries(self) -> Iterator[tuple[tuple[str, ...], Collection[Hashable]]]:
@@ -119,11 +120,15 @@ class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
     __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans", "_heads",
-                 "_headless", "_copies", "_counts", "_source", "_dropped")
+                 "_headless", "_copies", "_counts", "_source", "_dropped", "_bare")
 
     def __init__(
-        self, source: Callable[[], Iterable[tuple[Words, Hashable]]] | None = None
+        self, source: Callable[[], Iterable[tuple[Words, Hashable]]] | None = None,
+        bare_singletons: bool = False,
     ) -> None:
+        # Destinations of one pattern each (a topology's bindings): an entry of one keeps
+        # it bare, not in a frozenset of its own (`xroute.engines.frozen_sets`).
+        self._bare = bare_singletons
         # Every (words, destination) indexed here, from the caller's own store: what the
         # entries are made again from after they were dropped (without it, never dropped).
         self._source = source
@@ -169,7 +174,7 @@ class ShapeIndex:
             return
         shape = self._shapes.get(key)
         if shape is None:
-            shape = self._shapes[key] = _Shape(*key)
+            shape = self._shapes[key] = _Shape(*key, self._bare)
             if shape.exact:
                 self._by_length.setdefault(shape.min_words, []).append(shape)
             else:
