@@ -135,6 +135,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         # removing 100k bindings of the seed mix, each queue's '#' among the first, put 60k
         # patterns back only to remove them again (3 s, against 0.6 s for `trie`).
         self._unshadowed: set[Hashable] = set()
+        # The DFA's index of labelled edges is made only once the shapes no longer serve
+        # (`_changed`): a binding change then, not a route, pays for making it.
+        self._parents = None
 
     def add(self, words: Words, destination: Hashable) -> None:
         shadow = self._shadow
@@ -408,6 +411,8 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def _changed(self) -> None:
         self._by_shape = self._shapes.matcher()
+        if self._by_shape is None and self._parents is None:
+            self._parents = self._edges_by_word()
         self._batch_keys_since_change = 0
         self._flat_shapes = None
         if self._memo:

@@ -65,7 +65,7 @@ DFA_BYPASS_FACTOR = 4
 DFA_SMALL_STATE = 4
 
 
-class State:
+class State(frozenset):  # type: ignore[type-arg]
     """One DFA state: a set of live trie nodes, its transitions so far, and its destinations
     once a key has ended in it (most states are only passed through, and a union of
     destinations can be large).
@@ -77,10 +77,12 @@ class State:
     base holds a subset of the state's nodes, so a binding change that drops the base drops
     the state too.)"""
 
-    __slots__ = ("nodes", "destinations", "next", "other", "base")
+    __slots__ = ("destinations", "next", "other", "base")
 
+    # A state *is* the frozenset of its nodes (one object a state, not two: every object a
+    # first route leaves behind counts towards Python's next collection); states are
+    # interned, so two states are never equal but as the same object.
     def __init__(self, nodes: frozenset[Node]) -> None:
-        self.nodes = nodes
         self.destinations: frozenset | None = None
         # literal word -> state: `_NO_NEXT` (shared, never written) until the first one, as
         # half the states are only ends; each object a state keeps is one more for Python's
@@ -88,6 +90,11 @@ class State:
         self.next: dict[str, State] = _NO_NEXT
         self.other: State | None = None  # any word that labels no trie edge
         self.base: State | None = None
+
+    @property
+    def nodes(self) -> frozenset[Node]:
+        """The live trie nodes: the state itself."""
+        return self
 
     @property
     def entered(self) -> frozenset[Node]:
@@ -113,7 +120,7 @@ class DfaEngine(TrieEngine):
         super().__init__()
         self.max_states = max_states
         self.max_cells = max_cells
-        self._states: dict[frozenset[Node], State] = {}
+        self._states: dict[frozenset[Node], State] = {}  # each state is its own key
         # node -> states holding it, kept only while bindings churn (see the module's doc)
         self._holding: dict[Node, set[State]] | None = None
         self._matches_at_change = 0
@@ -121,10 +128,10 @@ class DfaEngine(TrieEngine):
         self._dead: State | None = None
         self._cells = 0
         # literal word -> the trie nodes with an edge labelled by it; other words share
-        # `State.other` (see `_advance`). None until the automaton is first walked (made
-        # then from the trie, by `_make_start`): `auto` routes by shape and may never walk
-        # it (a set per word: 66 bytes a binding on the MQTT shape, for nothing).
-        self._parents: dict[str, set[Node]] | None = None
+        # `State.other` (see `_advance`). `auto` sets it to None while it routes by shape
+        # and never walks the automaton (a set per word: 66 bytes a binding on the MQTT
+        # shape, for nothing): it is then made from the trie when needed (`_make_start`).
+        self._parents: dict[str, set[Node]] | None = {}
         self._resets = self._invalidated = self._built = 0
         self._matches = self._matches_at_reset = 0
         self._bypass = 0  # matches left to route by the plain trie walk
@@ -293,6 +300,7 @@ class DfaEngine(TrieEngine):
             # would keep all of that alive, so this state is made whole.
             base = None
         state = State(key)
+        key = state  # the key `_states` keeps: the state itself
         if base is not None:
             state.base = base
         # (Made from a base, it holds the base's nodes: only the entered ones are left to test.)
