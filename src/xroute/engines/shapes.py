@@ -45,6 +45,8 @@ DROP_SHAPES = 4 * MAX_SHAPES
 # Unions of answers from several shapes, kept so that keys ending alike share one frozenset
 # (`Topology` works once per distinct set): at most this many, then forgotten whole.
 MAX_UNIONS = 16_384
+# Unions of at most this many destinations, from parts kept bare, are kept by value.
+SMALL_UNION = 16
 # A pattern's destinations are kept as a frozenset, made as it is bound, while there are at
 # most this many (`xroute.engines.frozen_sets`).
 FREEZE_NOW = 8
@@ -139,6 +141,7 @@ class ShapeIndex:
         self._by_length: dict[int, list[_Shape]] = {}  # shapes without '#', by word count
         self._open: list[_Shape] = []  # shapes with one '#'
         self._unshaped = 0  # bindings whose pattern has two '#' or more
+        # parts -> their union (or, small from bare parts, the union -> itself: `_union`)
         self._unions: dict[tuple[frozenset, ...], frozenset] = {}
         # Key length -> (take, frozen, shape) of each shape a key that long can match: built
         # on the first key of a length, dropped on any change (see `match`).
@@ -307,6 +310,17 @@ class ShapeIndex:
         return plan
 
     def _union(self, parts: list[frozenset]) -> frozenset:
+        if self._bare and sum(map(len, parts)) <= SMALL_UNION:
+            # Parts kept bare are made per read (`xroute.engines.frozen_sets`): kept by the
+            # parts, each union would hold its fresh parts and a tuple, three objects more a
+            # key for the collector. A small union is made and kept by its value instead.
+            union = frozenset().union(*parts)
+            found = self._unions.get(union)
+            if found is None:
+                if len(self._unions) >= MAX_UNIONS:
+                    self._unions.clear()
+                found = self._unions[union] = union  # type: ignore[index]
+            return found
         together = tuple(parts)
         union = self._unions.get(together)
         if union is None:
