@@ -304,8 +304,10 @@ def test_a_step_is_the_unlabelled_step_united_with_the_labelled_one(bound, prefi
     # The DFA builds its transitions from these two parts (`DfaEngine._advance`); a union
     # missing a node, or a chain of '#' children, would route some key wrong.
     engine = DfaEngine()
+    engine.match("")  # the index of labelled edges is made on the first walk, then kept
     for pattern, destination in dict.fromkeys(bound):  # each binding once, as TopicMatcher does
         engine.add(split_words(pattern), destination)
+    assert engine._parents == engine._edges_by_word()  # kept exact binding by binding
     live = engine.live_nodes(split_words(prefix))
     for word in split_words(key):
         parents = engine._parents.get(word, set())

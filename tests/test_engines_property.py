@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import apply_binding_step, bindings, destinations, keys, patterns
 from xroute import InvalidPattern, TopicMatcher
+from xroute.engines import shapes
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -69,6 +72,48 @@ def test_engine_equals_reference_through_adds_and_removes(engine, ops):
                    for i in range(len(op[1]))]
             assert got == truth, f"engine {engine}: bindings {live!r}, keys {op[1]!r}"
         assert len(actual) == len(expected) == len(live)
+
+
+@SETTINGS
+@given(adds=st.lists(st.tuples(st.just("add"), patterns, destinations), min_size=4,
+                    max_size=20),
+       ops=operations, wildcards=st.lists(keys, min_size=1, max_size=4))
+def test_auto_for_a_topology_equals_reference_through_adds_and_removes(adds, ops, wildcards):
+    """``auto`` as a topology's exchange makes it (``shared_destinations=False``): answers
+    of one destination kept bare, shape entries dropped and rebuilt, the DFA's edge index
+    made late; every path, and the wildcard function `Topology.route` reads, stays exact."""
+    expected = TopicMatcher(engine="reference")
+    actual = TopicMatcher(engine="auto", shared_destinations=False)
+    live: list[tuple[str, str]] = []
+    # bounds that random sessions cross both ways: entries dropped and made again often
+    with mock.patch.object(shapes, "MAX_SHAPES", 2), mock.patch.object(shapes, "DROP_SHAPES", 3):
+        _topology_steps(adds + ops, expected, actual, live)
+        literal = {(p, d) for p, d in live if "*" not in p.split(".") and "#" not in p.split(".")}
+        only_wild = TopicMatcher(engine="reference")
+        for pattern, destination in set(live) - literal:
+            only_wild.add(pattern, destination)
+        wildcard = actual.wildcard_matcher()
+        for key in wildcards:
+            assert wildcard(key) == only_wild.match(key), f"bindings {live!r}, key {key!r}"
+        while live:  # down to nothing: the entries are made again on the way
+            _topology_steps([("remove", len(live) // 2)], expected, actual, live)
+            for key in wildcards:
+                assert actual.match(key) == expected.match(key), f"bindings {live!r}"
+
+
+def _topology_steps(ops, expected, actual, live) -> None:
+    for op in ops:
+        apply_binding_step(op, [expected, actual], live)
+        if op[0] == "match":
+            assert actual.match(op[1]) == expected.match(op[1]), f"bindings {live!r}"
+        elif op[0] == "batch":
+            truth = expected.match_many(op[1])
+            assert actual.match_many(op[1]) == truth, f"bindings {live!r}"
+            offsets, ids = actual.match_many_ids(op[1])
+            names = actual.destinations()
+            got = [frozenset(names[j] for j in ids[offsets[i] : offsets[i + 1]])
+                   for i in range(len(op[1]))]
+            assert got == truth, f"bindings {live!r}, keys {op[1]!r}"
 
 
 @SETTINGS

@@ -6,6 +6,7 @@ from __future__ import annotations
 from unittest import mock
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -102,6 +103,40 @@ def test_auto_leaves_the_index_when_patterns_have_too_many_shapes():
     assert matcher.stats()["auto_by_shape"] is True
     assert matcher.match("x.1.2") == {"q"}
     assert matcher.match("device.1") == {"q"}
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_too_many_shapes_drop_the_entries_and_they_come_back_from_the_trie(shared):
+    """Past `DROP_SHAPES` shapes only counts are kept; back under `MAX_SHAPES` the entries
+    are made again from the trie, and every answer stays the reference's (with bindings
+    of one destination each, as a topology binds, kept bare too)."""
+    from xroute.engines.shapes import DROP_SHAPES
+
+    matcher = TopicMatcher(engine="auto", shared_destinations=shared)
+    expected = TopicMatcher(engine="reference")
+    wide = [f"w{i}." + ".".join(["*"] * (i + 1)) for i in range(DROP_SHAPES + 2)]
+    steady = [("device.*.#", "q1"), ("device.a.#", "q2"), ("*.b", "q3"), ("a.b.c", "q4")]
+    if not shared:
+        steady = [(pattern, (pattern, queue)) for pattern, queue in steady]
+    keys = ["device.a", "device.a.b", "x.b", "a.b.c", "w3.1.2.3.4", "w0.1", "device.z.b"]
+    for pattern, destination in steady + [(p, ("wide", p)) for p in wide]:
+        matcher.add(pattern, destination)
+        expected.add(pattern, destination)
+    assert matcher.stats()["shape_entries_dropped"] is True
+    assert matcher.stats()["shapes"] == len(wide) + 3  # a.b.c is literal: no shape
+    for key in keys:
+        assert matcher.match(key) == expected.match(key), key
+    for pattern in wide[1:]:
+        matcher.remove(pattern, ("wide", pattern))
+        expected.remove(pattern, ("wide", pattern))
+        for key in keys:
+            assert matcher.match(key) == expected.match(key), key
+    stats = matcher.stats()
+    assert stats["auto_by_shape"] is True and stats["shape_entries_dropped"] is False
+    matcher.add("device.b.#", "q5")  # the rebuilt entries take changes as before
+    expected.add("device.b.#", "q5")
+    for key in keys + ["device.b.c"]:
+        assert matcher.match(key) == expected.match(key), key
 
 
 def test_a_pattern_bound_to_many_queues_stays_exact_through_binds_and_unbinds():

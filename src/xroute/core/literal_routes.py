@@ -32,7 +32,8 @@ class LiteralRoutes:
     __slots__ = ("_names", "frozen", "_repeats", "exchange_keys")
 
     def __init__(self) -> None:
-        self._names = FrozenSets(FREEZE_NOW)
+        # Queue names: many keys lead to one queue alone (a client's topics), one frozenset.
+        self._names = FrozenSets(FREEZE_NOW, share_singletons=True)
         # Key -> its queue names' frozenset, or STALE (then `names` makes it); read inline
         # by `Topology.route`.
         self.frozen = self._names.frozen

@@ -37,6 +37,7 @@ from xroute.core.model import (
     Exchange,
     MessageHeaders,
     Queue,
+    shared_arguments,
 )
 from xroute.core.profiles import Profile, profile
 from xroute.core.route_cache import TopologyRouteCache
@@ -285,7 +286,7 @@ class Topology:
         arguments = _arguments(arguments, f"queue {name!r}")
         frozen_arguments(arguments)
         if name not in self._queues:
-            self._queues[name] = Queue(name, durable, auto_delete, arguments)
+            self._queues[name] = Queue(name, durable, auto_delete, shared_arguments(arguments))
             if self._route_cache is not None:
                 self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
 
@@ -393,7 +394,7 @@ class Topology:
             raise error.replying(code, f"invalid JMS selector: {error}" if code == 406 else "")
         kept = getattr(exchange.kind, "replay", None)
         replays = self._replays(source, kept(target), target) if kept is not None else []
-        binding = Binding(source, target, routing_key, arguments)
+        binding = Binding(source, target, routing_key, shared_arguments(arguments))
         exchange.kind.bind(binding)
         self._bindings[identity] = binding
         if self._route_cache is not None:

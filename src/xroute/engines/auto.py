@@ -123,7 +123,8 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._literal_keys = self._literal.keys
         # The wildcard patterns by shape as well (xroute.engines.shapes): while they have few
         # shapes, a key's wildcard answer is a dict lookup per shape, and the DFA is not used.
-        self._shapes = ShapeIndex()
+        # (made again from the trie after it dropped its entries for having too many shapes)
+        self._shapes = ShapeIndex(self.patterns)
         self._by_shape: Any = self._shapes.matcher()
         self._flat_shapes: FlatShapes | None = None  # the shape kernel's arrays, if current
         # The wildcard bindings of destinations bound with '#' are kept out of all of them
@@ -134,6 +135,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         # removing 100k bindings of the seed mix, each queue's '#' among the first, put 60k
         # patterns back only to remove them again (3 s, against 0.6 s for `trie`).
         self._unshadowed: set[Hashable] = set()
+        # The DFA's index of labelled edges is made only once the shapes no longer serve
+        # (`_changed`): a binding change then, not a route, pays for making it.
+        self._parents = None
 
     def add(self, words: Words, destination: Hashable) -> None:
         shadow = self._shadow
@@ -181,8 +185,14 @@ class AutoEngine(BatchKernel, DfaEngine):
     def destinations_not_shared(self) -> None:
         """Told by `TopicMatcher` (before any binding) that every binding has a destination of
         its own (a topology's `Binding` objects): no catch-all can shadow another binding, so
-        no per-destination index of patterns is kept (about 100 bytes a wildcard binding)."""
+        no per-destination index of patterns is kept (about 100 bytes a wildcard binding).
+        Nor can two keys or patterns share an answer of one destination: such answers are
+        kept as the destination alone, not a frozenset (216 bytes a binding)."""
         self._shadow = None
+        self._literal = LiteralIndex(bare_singletons=True)
+        self._literal_keys = self._literal.keys
+        self._shapes = ShapeIndex(self.patterns, bare_singletons=True)
+        self._by_shape = self._shapes.matcher()
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
         super().add(words, destination)
@@ -401,6 +411,8 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def _changed(self) -> None:
         self._by_shape = self._shapes.matcher()
+        if self._by_shape is None and self._parents is None:
+            self._parents = self._edges_by_word()
         self._batch_keys_since_change = 0
         self._flat_shapes = None
         if self._memo:

@@ -65,7 +65,7 @@ DFA_BYPASS_FACTOR = 4
 DFA_SMALL_STATE = 4
 
 
-class State:
+class State(frozenset):  # type: ignore[type-arg]
     """One DFA state: a set of live trie nodes, its transitions so far, and its destinations
     once a key has ended in it (most states are only passed through, and a union of
     destinations can be large).
@@ -77,15 +77,32 @@ class State:
     base holds a subset of the state's nodes, so a binding change that drops the base drops
     the state too.)"""
 
-    __slots__ = ("nodes", "destinations", "next", "other", "base", "entered")
+    __slots__ = ("destinations", "next", "other", "base")
 
+    # A state *is* the frozenset of its nodes (one object a state, not two: every object a
+    # first route leaves behind counts towards Python's next collection); states are
+    # interned, so two states are never equal but as the same object.
     def __init__(self, nodes: frozenset[Node]) -> None:
-        self.nodes = nodes
         self.destinations: frozenset | None = None
-        self.next: dict[str, State] = {}  # literal word -> state
+        # literal word -> state: `_NO_NEXT` (shared, never written) until the first one, as
+        # half the states are only ends; each object a state keeps is one more for Python's
+        # collector to count, and enough of them made on routes set off a full collection
+        self.next: dict[str, State] = _NO_NEXT
         self.other: State | None = None  # any word that labels no trie edge
         self.base: State | None = None
-        self.entered: set[Node] | tuple[()] = ()
+
+    @property
+    def nodes(self) -> frozenset[Node]:
+        """The live trie nodes: the state itself."""
+        return self
+
+    @property
+    def entered(self) -> frozenset[Node]:
+        """The nodes this state holds beyond its base's (all of them without a base): made
+        when asked, not kept (a set a state). The union with the base's is the same set as
+        the nodes entered along the word's edges, so what is derived from them is too."""
+        base = self.base
+        return self.nodes if base is None else self.nodes - base.nodes
 
 
 @register
@@ -103,7 +120,7 @@ class DfaEngine(TrieEngine):
         super().__init__()
         self.max_states = max_states
         self.max_cells = max_cells
-        self._states: dict[frozenset[Node], State] = {}
+        self._states: dict[frozenset[Node], State] = {}  # each state is its own key
         # node -> states holding it, kept only while bindings churn (see the module's doc)
         self._holding: dict[Node, set[State]] | None = None
         self._matches_at_change = 0
@@ -111,8 +128,10 @@ class DfaEngine(TrieEngine):
         self._dead: State | None = None
         self._cells = 0
         # literal word -> the trie nodes with an edge labelled by it; other words share
-        # `State.other` (see `_advance`).
-        self._parents: dict[str, set[Node]] = {}
+        # `State.other` (see `_advance`). `auto` sets it to None while it routes by shape
+        # and never walks the automaton (a set per word: 66 bytes a binding on the MQTT
+        # shape, for nothing): it is then made from the trie when needed (`_make_start`).
+        self._parents: dict[str, set[Node]] | None = {}
         self._resets = self._invalidated = self._built = 0
         self._matches = self._matches_at_reset = 0
         self._bypass = 0  # matches left to route by the plain trie walk
@@ -126,6 +145,8 @@ class DfaEngine(TrieEngine):
         if self._states:
             self._forget(path[:created])
         parents = self._parents
+        if parents is None:
+            return
         for depth in range(created, len(words) + 1):  # the edges this binding created
             word = words[depth - 1]
             if word != STAR and word != HASH:
@@ -140,6 +161,8 @@ class DfaEngine(TrieEngine):
         if self._states:
             self._forget(path)
         parents = self._parents
+        if parents is None:
+            return
         for depth in range(pruned, len(words) + 1):  # the edges pruned
             word = words[depth - 1]
             if word != STAR and word != HASH:
@@ -189,8 +212,32 @@ class DfaEngine(TrieEngine):
 
     # -- building --------------------------------------------------------------------------
     def _make_start(self) -> State:
+        # Every walk of the automaton begins here, so the index of labelled edges is made
+        # before any transition needs it.
+        if self._parents is None:
+            self._parents = self._edges_by_word()
         self._start = self._intern(self.start())
         return self._start
+
+    def _edges_by_word(self) -> dict[str, set[Node]]:
+        """Literal word -> the trie nodes with an edge labelled by it (`_parents`)."""
+        parents: dict[str, set[Node]] = {}
+        pending = [self._root]
+        while pending:
+            node = pending.pop()
+            kids = node.children
+            for word, child in ((kids,) if kids.__class__ is tuple else kids.items()):
+                holders = parents.get(word)
+                if holders is None:
+                    parents[word] = {node}
+                else:
+                    holders.add(node)
+                pending.append(child)
+            if node.star is not None:
+                pending.append(node.star)
+            if node.hash is not None:
+                pending.append(node.hash)
+        return parents
 
     def _advance(self, state: State, word: str) -> State:
         # Once the automaton is half full it steps every node again: the two-part build also
@@ -212,7 +259,10 @@ class DfaEngine(TrieEngine):
             entered = step_labelled(nodes, parents, word)
             following = (other if entered <= other.nodes
                          else self._intern(other.nodes | entered, other, entered))
-        state.next[word] = following
+        if state.next is _NO_NEXT:
+            state.next = {word: following}
+        else:
+            state.next[word] = following
         self._cells += 1
         return following
 
@@ -250,9 +300,9 @@ class DfaEngine(TrieEngine):
             # would keep all of that alive, so this state is made whole.
             base = None
         state = State(key)
+        key = state  # the key `_states` keeps: the state itself
         if base is not None:
             state.base = base
-            state.entered = entered  # type: ignore[assignment]
         # (Made from a base, it holds the base's nodes: only the entered ones are left to test.)
         if key and (base is None or not base.nodes or base.next.__class__ is _SelfLoop) and all(
             node.is_hash and not node.children and node.star is None
@@ -358,6 +408,9 @@ class DfaEngine(TrieEngine):
             self._start = None
         if self._dead in doomed:
             self._dead = None
+
+
+_NO_NEXT: dict[str, State] = {}  # `State.next` of a state without transitions yet
 
 
 class _SelfLoop(dict):

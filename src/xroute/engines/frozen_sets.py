@@ -7,6 +7,16 @@ their own work by it. A key's frozenset is made anew on each change while it has
 ``freeze_now`` members; beyond, the members are kept in a set beside it, and the frozenset is
 made on the next read: binding 10k queues to one key then costs one frozenset, not 10k
 growing copies.
+
+With ``share_singletons`` a key of one member gets the frozenset of that member shared by
+every such key (`xroute.core.literal_routes`: an MQTT site's six literal topics lead to one
+client queue, one frozenset of 216 bytes, not six). Only for members that many keys share:
+for members of one key each, the shared table would cost a dict entry more.
+
+With ``bare_singletons`` a key of one member keeps the member itself, and `get` makes its
+frozenset on each read (the hot paths see `STALE` and ask `get`): for members that no two
+keys share (a topology's `Binding` objects, each its own destination), whose frozensets no
+reader can share either, a frozenset of 216 bytes a binding becomes a dict entry.
 """
 
 from __future__ import annotations
@@ -25,12 +35,30 @@ class FrozenSets:
     (then `get` makes it); a key without members is absent.
     """
 
-    __slots__ = ("frozen", "_large", "_freeze_now")
+    __slots__ = ("frozen", "_large", "_freeze_now", "_ones", "_bare")
 
-    def __init__(self, freeze_now: int) -> None:
+    def __init__(
+        self, freeze_now: int, share_singletons: bool = False, bare_singletons: bool = False
+    ) -> None:
         self.frozen: dict[Any, Any] = {}
         self._large: dict[Any, set[Hashable]] = {}  # keys with more than freeze_now members
         self._freeze_now = freeze_now
+        # member -> frozenset of it alone, shared by the keys it is the only member of
+        self._ones: dict[Hashable, frozenset] | None = {} if share_singletons else None
+        # key -> its one member, with `STALE` in `frozen` (see the module's doc)
+        self._bare: dict[Any, Hashable] | None = {} if bare_singletons else None
+
+    def _alone(self, member: Hashable) -> frozenset:
+        """The frozenset of ``member`` alone: shared if `share_singletons`."""
+        ones = self._ones
+        if ones is None:
+            return frozenset((member,))
+        found = ones.get(member)
+        if found is None:
+            if len(ones) > 2 * len(self.frozen) + 1_024:
+                ones.clear()  # members no key holds any more (queues deleted): forgotten
+            found = ones[member] = frozenset((member,))
+        return found
 
     def add(self, key: Any, member: Hashable) -> None:
         """Add ``member``, not one of ``key``'s members yet."""
@@ -40,8 +68,16 @@ class FrozenSets:
             self.frozen[key] = STALE
             return
         small = self.frozen.get(key)
+        bare = self._bare
+        if bare is not None:
+            if small is None:
+                self.frozen[key] = STALE
+                bare[key] = member
+                return
+            if small is STALE:  # one member, kept bare: two now
+                small = frozenset((bare.pop(key),))
         if small is None:
-            self.frozen[key] = frozenset((member,))
+            self.frozen[key] = self._alone(member)
         elif len(small) < self._freeze_now:
             self.frozen[key] = small | {member}
         else:
@@ -50,6 +86,10 @@ class FrozenSets:
 
     def remove(self, key: Any, member: Hashable) -> None:
         """Remove ``member``, one of ``key``'s members; a key left without any goes."""
+        bare = self._bare
+        if bare is not None and key in bare:
+            del bare[key], self.frozen[key]
+            return
         large = self._large.get(key)
         if large is None:
             left = self.frozen[key] - {member}
@@ -60,7 +100,13 @@ class FrozenSets:
                 return
             left = frozenset(large)
             del self._large[key]
-        if left:
+        if len(left) == 1 and bare is not None:
+            (bare[key],) = left
+            self.frozen[key] = STALE
+        elif len(left) == 1 and self._ones is not None:
+            (alone,) = left
+            self.frozen[key] = self._alone(alone)
+        elif left:
             self.frozen[key] = left
         else:
             del self.frozen[key]
@@ -69,7 +115,10 @@ class FrozenSets:
         """``key``'s members as its shared frozenset, or None if it has none."""
         found = self.frozen.get(key)
         if found is STALE:
-            found = self.frozen[key] = frozenset(self._large[key])
+            large = self._large.get(key)
+            if large is None:  # one member, kept bare: a frozenset for this read
+                return frozenset((self._bare[key],))  # type: ignore[index]
+            found = self.frozen[key] = frozenset(large)
         return found
 
     def members(self, key: Any) -> Collection[Hashable]:
@@ -78,22 +127,27 @@ class FrozenSets:
         large = self._large.get(key)
         if large is not None:
             return large
-        return self.frozen.get(key, ())
+        found = self.frozen.get(key, ())
+        return (self._bare[key],) if found is STALE else found  # type: ignore[index]
 
     def items(self) -> Iterator[tuple[Any, Collection[Hashable]]]:
         """Every (key, members) pair, the members as they are kept."""
-        large = self._large
+        large, bare = self._large, self._bare
         for key, frozen in self.frozen.items():
-            yield key, large[key] if frozen is STALE else frozen
+            if frozen is STALE:
+                yield key, large[key] if key in large else (bare[key],)  # type: ignore[index]
+            else:
+                yield key, frozen
 
     def columns(self) -> tuple[list[Any], list[Collection[Hashable]]]:
         """Every key, and its members as they are kept: two lists in the same order, without
         a tuple per key (100k literal keys are flattened into a kernel table at once)."""
         keys = list(self.frozen)
         found = list(self.frozen.values())
-        if self._large:
-            large = self._large
-            found = [large[key] if members is STALE else members
+        if self._large or self._bare:
+            large, bare = self._large, self._bare
+            found = [(large[key] if key in large else (bare[key],))  # type: ignore[index]
+                     if members is STALE else members
                      for key, members in zip(keys, found)]
         return keys, found
 

@@ -35,8 +35,9 @@ class LiteralIndex:
 
     __slots__ = ("_sets", "_frozen", "_unions", "keys")
 
-    def __init__(self) -> None:
-        self._sets = FrozenSets(_FREEZE_NOW)
+    def __init__(self, bare_singletons: bool = False) -> None:
+        # ``bare_singletons``: destinations of one key each (see `FrozenSets`)
+        self._sets = FrozenSets(_FREEZE_NOW, bare_singletons=bare_singletons)
         self._frozen = self._sets.frozen  # read inline by `combine`
         self._unions: dict[tuple[frozenset, frozenset], frozenset] = {}
         # The literal keys (``key in index.keys``), for callers that test before `combine`.

@@ -17,11 +17,17 @@ and the key must have at least as many words as the pattern has besides ``#``. P
 two or more ``#`` (rare, and exponential in RabbitMQ's own trie) make the index unusable, as
 do more than `MAX_SHAPES` shapes (the seed articles' random mix has hundreds): the caller
 then walks its DFA instead, which is exact for any set.
+
+Past `DROP_SHAPES` shapes the index keeps only a count of patterns per shape, not their
+entries (the seed mix at 10k bindings: 1,300 shapes, 450 bytes and two tracked objects a
+binding kept for nothing), and makes them again from its ``source`` (the caller's trie) once
+it is usable again: a rebuild over every pattern, paid only when the shapes come back under
+`MAX_SHAPES`, never per change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -33,9 +39,14 @@ from xroute.engines.frozen_sets import STALE, FrozenSets
 # Beyond this many shapes, a key's lookups cost more than a warm DFA walk of a 5-word key
 # (about 1 µs against 0.15 µs a lookup): the caller's DFA answers instead.
 MAX_SHAPES = 6
+# Beyond this many shapes the entries are dropped (see the module's doc); the gap to
+# `MAX_SHAPES` keeps a binding toggled at the bound from rebuilding the index each time.
+DROP_SHAPES = 4 * MAX_SHAPES
 # Unions of answers from several shapes, kept so that keys ending alike share one frozenset
 # (`Topology` works once per distinct set): at most this many, then forgotten whole.
 MAX_UNIONS = 16_384
+# Unions of at most this many destinations, from parts kept bare, are kept by value.
+SMALL_UNION = 16
 # A pattern's destinations are kept as a frozenset, made as it is bound, while there are at
 # most this many (`xroute.engines.frozen_sets`).
 FREEZE_NOW = 8
@@ -49,7 +60,8 @@ class _Shape:
 
     __slots__ = ("min_words", "exact", "positions", "take", "entries", "frozen")
 
-    def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...]) -> None:
+    def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...],
+                 bare_singletons: bool = False) -> None:
         self.min_words = min_words  # words besides '#'; exactly these many if ``exact``
         self.exact = exact
         self.positions = positions
@@ -60,7 +72,7 @@ class _Shape:
         # (EMQX's 80k filters: 230k such objects, scattered; 0.6 µs a probe against 0.1 µs).
         self.take: Any = (_nothing if not positions else itemgetter(positions[0])
                           if len(positions) == 1 else _joined(itemgetter(*positions)))
-        self.entries = FrozenSets(FREEZE_NOW)
+        self.entries = FrozenSets(FREEZE_NOW, bare_singletons=bare_singletons)
         self.frozen = self.entries.frozen  # read inline by `lookup` and the one-shape matcher
 
     def literal_entries(self) -> Iterator[tuple[tuple[str, ...], Collection[Hashable]]]:
@@ -110,13 +122,26 @@ class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
     __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans", "_heads",
-                 "_headless", "_copies")
+                 "_headless", "_copies", "_counts", "_source", "_dropped", "_bare")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, source: Callable[[], Iterable[tuple[Words, Hashable]]] | None = None,
+        bare_singletons: bool = False,
+    ) -> None:
+        # Destinations of one pattern each (a topology's bindings): an entry of one keeps
+        # it bare, not in a frozenset of its own (`xroute.engines.frozen_sets`).
+        self._bare = bare_singletons
+        # Every (words, destination) indexed here, from the caller's own store: what the
+        # entries are made again from after they were dropped (without it, never dropped).
+        self._source = source
+        self._dropped = False
+        # Shape -> how many patterns have it, kept even while the entries are dropped.
+        self._counts: dict[tuple[int, bool, tuple[int, ...]], int] = {}
         self._shapes: dict[tuple[int, bool, tuple[int, ...]], _Shape] = {}
         self._by_length: dict[int, list[_Shape]] = {}  # shapes without '#', by word count
         self._open: list[_Shape] = []  # shapes with one '#'
         self._unshaped = 0  # bindings whose pattern has two '#' or more
+        # parts -> their union (or, small from bare parts, the union -> itself: `_union`)
         self._unions: dict[tuple[frozenset, ...], frozenset] = {}
         # Key length -> (take, frozen, shape) of each shape a key that long can match: built
         # on the first key of a length, dropped on any change (see `match`).
@@ -135,7 +160,7 @@ class ShapeIndex:
     @property
     def usable(self) -> bool:
         """True if every pattern has a shape and there are at most `MAX_SHAPES` of them."""
-        return not self._unshaped and len(self._shapes) <= MAX_SHAPES
+        return not self._unshaped and len(self._counts) <= MAX_SHAPES
 
     def add(self, words: Words, destination: Hashable) -> None:
         """Index the new binding of the wildcard pattern ``words`` to ``destination``."""
@@ -143,9 +168,16 @@ class ShapeIndex:
         if key is None:
             self._unshaped += 1
             return
+        counts = self._counts
+        counts[key] = counts.get(key, 0) + 1
+        if self._dropped:
+            return
+        if len(counts) > DROP_SHAPES and self._source is not None:
+            self._drop()
+            return
         shape = self._shapes.get(key)
         if shape is None:
-            shape = self._shapes[key] = _Shape(*key)
+            shape = self._shapes[key] = _Shape(*key, self._bare)
             if shape.exact:
                 self._by_length.setdefault(shape.min_words, []).append(shape)
             else:
@@ -168,6 +200,13 @@ class ShapeIndex:
         key = shape_of(words)
         if key is None:
             self._unshaped -= 1
+            return
+        left = self._counts[key] - 1
+        if left:
+            self._counts[key] = left
+        else:
+            del self._counts[key]
+        if self._dropped:
             return
         shape = self._shapes[key]
         literal = shape.take(words)
@@ -198,6 +237,8 @@ class ShapeIndex:
         again after each binding change."""
         if not self.usable:
             return None
+        if self._dropped:
+            self._rebuild()
         if len(self._shapes) != 1:
             return self.match
         (shape,) = self._shapes.values()
@@ -244,6 +285,21 @@ class ShapeIndex:
                     found = answer
         return found if several is None else self._union(several)
 
+    def _drop(self) -> None:
+        """Too many shapes to be used: keep the counts only (see the module's doc)."""
+        self._dropped = True
+        self._shapes, self._by_length, self._open = {}, {}, []
+        self._unions, self._plans, self._heads, self._copies = {}, {}, {}, {}
+        self._headless = 0
+
+    def _rebuild(self) -> None:
+        """Usable again after a drop: make the entries from the source's patterns."""
+        self._dropped = False
+        self._counts = {}
+        self._unshaped = 0
+        for words, destination in self._source():  # type: ignore[misc]
+            self.add(words, destination)
+
     def _plan(self, size: int) -> tuple[tuple[Any, dict, _Shape], ...]:
         """The shapes a key of ``size`` words can match: those without '#' of exactly that
         many words, then those with one '#' it is long enough for."""
@@ -254,6 +310,17 @@ class ShapeIndex:
         return plan
 
     def _union(self, parts: list[frozenset]) -> frozenset:
+        if self._bare and sum(map(len, parts)) <= SMALL_UNION:
+            # Parts kept bare are made per read (`xroute.engines.frozen_sets`): kept by the
+            # parts, each union would hold its fresh parts and a tuple, three objects more a
+            # key for the collector. A small union is made and kept by its value instead.
+            union = frozenset().union(*parts)
+            found = self._unions.get(union)
+            if found is None:
+                if len(self._unions) >= MAX_UNIONS:
+                    self._unions.clear()
+                found = self._unions[union] = union  # type: ignore[index]
+            return found
         together = tuple(parts)
         union = self._unions.get(together)
         if union is None:
@@ -273,4 +340,5 @@ class ShapeIndex:
 
     def stats(self) -> dict[str, int]:
         """How many shapes, and how many bindings have none (two ``#`` or more)."""
-        return {"shapes": len(self._shapes), "unshaped_bindings": self._unshaped}
+        return {"shapes": len(self._counts), "unshaped_bindings": self._unshaped,
+                "shape_entries_dropped": self._dropped}

@@ -10,7 +10,7 @@ L times the number of trie nodes, whatever the patterns.
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 from xroute.core.keys import HASH, STAR, split_words
@@ -242,6 +242,21 @@ class TrieEngine:
             self._nodes -= 1
             pruned = depth
         return path, pruned
+
+    def patterns(self) -> Iterator[tuple[Words, Hashable]]:
+        """Every (pattern words, destination) bound, in no particular order."""
+        pending: list[tuple[Node, Words]] = [(self._root, ())]
+        while pending:
+            node, words = pending.pop()
+            for destination in node.destinations:
+                yield words, destination
+            kids = node.children
+            for word, child in ((kids,) if kids.__class__ is tuple else kids.items()):
+                pending.append((child, (*words, word)))
+            if node.star is not None:
+                pending.append((node.star, (*words, STAR)))
+            if node.hash is not None:
+                pending.append((node.hash, (*words, HASH)))
 
     def start(self) -> set[Node]:
         """The live nodes before any word is read: the root and its chain of ``#`` children."""
