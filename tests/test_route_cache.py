@@ -207,3 +207,14 @@ def test_literal_routes_follow_repeats_fan_outs_and_exchange_bindings(steps):
         assert [cached.route("t", k) for k in keys] == expected
         assert [cached.route("t", k) for k in keys] == expected
         assert [plain.route("t", k) for k in keys] == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(pattern=st.lists(st.sampled_from(["a", "b", "*", "#", ""]), max_size=5).map(".".join),
+       key=st.lists(st.sampled_from(["a", "b", "", "c"]), max_size=5).map(".".join))
+def test_the_invalidation_key_test_equals_the_reference(pattern, key):
+    from xroute.core.keys import split_words
+    from xroute.core.route_cache import key_test
+    from xroute.engines.reference import pattern_matches
+
+    assert key_test(pattern)(key) == pattern_matches(split_words(pattern), split_words(key))

@@ -34,11 +34,12 @@ first down to `ROUTE_CACHE_SWEEP`), and `ROUTE_CACHE_MAX_CELLS` queue names per 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import islice
+from operator import itemgetter
 from typing import Any
 
-from xroute.core.keys import split_words
+from xroute.core.keys import HASH, STAR, split_words
 from xroute.engines.reference import pattern_matches
 
 # At most this many routes are kept per exchange (and as many through several exchanges): a
@@ -51,11 +52,41 @@ ROUTE_CACHE_SWEEP = 49_152
 # and wildcard answers) are the cache's alone, 2.5M names is about 75 MB of them.
 ROUTE_CACHE_MAX_CELLS = 2_500_000
 # A wildcard binding change tests its key against at most this many cached routes of its
-# exchange (about 1 µs each); beyond, they are all dropped untested, so binding churn stays
-# cheap. A literal binding key (or a direct exchange's) drops only its own key's route.
+# exchange (`key_test`: about 0.3 µs each, where the reference's test took 2.3 µs and made one
+# bind between routes cost 250 µs); beyond, they are all dropped untested, so binding churn
+# stays cheap. A literal binding key (or a direct exchange's) drops only its own key's route.
 ROUTE_CACHE_PRECISE_SCAN = 256
 
 Entry = tuple[str, str]  # (exchange, routing key)
+
+
+def key_test(pattern: str) -> Callable[[Any], bool]:
+    """A function of a routing key: whether the topic ``pattern`` matches it, exactly as
+    `pattern_matches` says, in about 0.3 µs a key (a split, a length test and one tuple
+    comparison through `itemgetter`). A pattern with at most one ``#`` fixes its literal words'
+    positions from the key's start (before ``#``) and from its end (after it); other patterns,
+    and keys that are not str, take the reference's test."""
+    words = split_words(pattern)
+    if words.count(HASH) > 1:
+        return lambda key: pattern_matches(words, split_words(key))
+    exact = HASH not in words
+    cut = len(words) if exact else words.index(HASH)
+    positions = [i for i in range(cut) if words[i] != STAR]
+    positions += [i - len(words) for i in range(cut + 1, len(words)) if words[i] != STAR]
+    size = len(words) - (not exact)
+    literals = tuple(words[i] for i in positions)
+    if len(positions) == 1:
+        literals = literals[0]  # itemgetter of one position gives the item itself
+    take = itemgetter(*positions) if positions else lambda split: ()
+
+    def matches(key: Any) -> bool:
+        if type(key) is not str:
+            return pattern_matches(words, split_words(key))
+        split = key.split(".") if key else ()
+        count = len(split)
+        return (count == size if exact else count >= size) and take(split) == literals
+
+    return matches
 
 
 class TopologyRouteCache:
@@ -184,7 +215,8 @@ class TopologyRouteCache:
                     self._own_cells[source] -= len(dropped)
                     self.invalidations += 1
             elif exchange_type == "topic" and len(own) <= ROUTE_CACHE_PRECISE_SCAN:
-                stale = [key for key in own if pattern_matches(words, split_words(key))]
+                test = key_test(binding_key)
+                stale = [key for key in own if test(key)]
                 for key in stale:
                     self._own_cells[source] -= len(own.pop(key))
                 self.invalidations += len(stale)
@@ -197,7 +229,8 @@ class TopologyRouteCache:
         elif len(routes) > ROUTE_CACHE_PRECISE_SCAN or exchange_type != "topic":
             stale = list(routes)
         else:
-            stale = [entry for entry in routes if pattern_matches(words, split_words(entry[1]))]
+            test = key_test(binding_key)
+            stale = [entry for entry in routes if test(entry[1])]
         for entry in stale:
             self._drop(entry)
         self.invalidations += len(stale)
