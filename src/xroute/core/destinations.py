@@ -28,6 +28,9 @@ class MatchedDestinations:
 
     def __init__(self) -> None:
         self._by_set: dict[frozenset[Binding], tuple[frozenset[str], tuple[str, ...]]] = {}
+        # The sets that lead to queues alone -> their queue names: read inline by
+        # `Topology._route_literal` (a call less on a first route), filled by `of`.
+        self.queue_names: dict[frozenset[Binding], frozenset[str]] = {}
         self._cells = 0
         # A one-binding set's answer, by the destination it names, shared: one per queue or
         # exchange, not a new frozenset per key (EMQX's 80k filters lead to 80 queues).
@@ -46,6 +49,9 @@ class MatchedDestinations:
                 kind, name = destination
                 found = self._alone[destination] = (
                     (frozenset((name,)), ()) if kind == "queue" else (EMPTY_NAMES, (name,)))
+            if not found[1]:
+                self._count(1)
+                self.queue_names[matched] = found[0]
             return found
         found = self._by_set.get(matched)
         if found is None:
@@ -55,8 +61,15 @@ class MatchedDestinations:
     def clear(self) -> None:
         """Forget every set (their bindings may be gone)."""
         self._by_set = {}
+        self.queue_names = {}
         self._cells = 0
         self._alone = {}
+
+    def _count(self, cells: int) -> None:
+        """Room for ``cells`` more binding references, or forget every set."""
+        if self._cells + cells > MAX_CELLS:
+            self.clear()
+        self._cells += cells
 
     # hot: the first route of a 10k-queue fan-out (`xroute bench engines --shapes`): the
     # loops run in C (attrgetter), about 0.1 µs a binding against 0.3 in Python
@@ -68,8 +81,8 @@ class MatchedDestinations:
             destinations = set(map(_DESTINATION, matched))
             queues = frozenset(d.name for d in destinations if d.kind == "queue")
             exchanges = tuple(d.name for d in destinations if d.kind != "queue")
-        if self._cells + len(matched) > MAX_CELLS:
-            self.clear()
+        self._count(2 * len(matched))  # two dicts may hold the set
         found = self._by_set[matched] = (queues, exchanges)
-        self._cells += len(matched)
+        if not exchanges:
+            self.queue_names[matched] = queues
         return found

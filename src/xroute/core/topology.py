@@ -594,9 +594,11 @@ class Topology:
         else:
             wild = kind.match_wildcards(routing_key)
             if wild:
-                queues, exchanges = self._destinations.of(wild)
-                if exchanges:
-                    return None
+                queues = self._destinations.queue_names.get(wild)  # `of`, its lookup inlined
+                if queues is None:
+                    queues, exchanges = self._destinations.of(wild)
+                    if exchanges:
+                        return None
                 names = names | queues if names else queues
         alternate = start.alternate_exchange
         if alternate is None or alternate == exchange:
