@@ -60,7 +60,7 @@ GOAL_MEAN_OVER_P50 = 2.0
 GOAL_WARM_BATCH = 10.0
 GOAL_IDS_PER_S = 31e6  # RabbitMQ 4.3's published fan-out figure, destination ids a second
 # Change and scale (issue 36, goals 5 and 6).
-GOAL_CHANGE_OVER_BULK_BIND = 10.0  # one bind or unbind between routes / a bulk bind's time
+GOAL_CHANGE_OVER_BULK_BIND = 10.0  # a bind or unbind between routes (median) / a bulk bind
 GOAL_BIND_OVER_RABBIT = 50.0  # bind rate against RabbitMQ's in the same run
 GOAL_BIND_AT_SCALE = 1.0  # the MQTT shape's bind rate at its size / at 10k, at least
 GOAL_FIRST_AT_SCALE = 2.0  # its first-route mean at its size / at 10k, at most
@@ -199,8 +199,10 @@ def measure_shape(shape: Shape, repeats: int) -> dict[str, Any]:
         figures = entry[what]
         entry["ratios"][f"{what}_p99_over_p50"] = figures["p99_us"] / figures["p50_us"]
         entry["ratios"][f"{what}_mean_over_p50"] = figures["mean_us"] / figures["p50_us"]
+    # At the median, as the issue states it: a full collection of the collector that lands
+    # on one of the 400 changes is the tails' and the collector's subject, shown by the max.
     entry["ratios"]["change_over_bulk_bind"] = (
-        entry["change"]["mean_us"] / (1e6 / entry["bind_per_s"]))
+        entry["change"]["p50_us"] / (1e6 / entry["bind_per_s"]))
     del earlier
     return entry
 
@@ -327,6 +329,6 @@ def goals(entry: dict[str, Any]) -> list[dict[str, Any]]:
         judge("BatchRouter warm / first routes", GOAL_WARM_BATCH,
               ratios["router_warm_over_route_first"])
     if "change_over_bulk_bind" in ratios:
-        judge("bind or unbind between routes / bulk bind", GOAL_CHANGE_OVER_BULK_BIND,
+        judge("bind or unbind between routes (p50) / bulk bind", GOAL_CHANGE_OVER_BULK_BIND,
               ratios["change_over_bulk_bind"], False)
     return judged
