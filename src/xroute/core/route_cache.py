@@ -92,6 +92,14 @@ def key_test(pattern: str) -> Callable[[Any], bool]:
     return matches
 
 
+def _first_wildcard(words: tuple[str, ...]) -> int:
+    """The position of a pattern's first ``*`` or ``#`` (its length if none)."""
+    for at, word in enumerate(words):
+        if word == STAR or word == HASH:
+            return at
+    return len(words)
+
+
 def _head(key: Any) -> Any:
     """A cached key's first word (`heads`), whatever the key's type."""
     return key.partition(".")[0] if type(key) is str else key
@@ -275,6 +283,9 @@ class TopologyRouteCache:
                 for key in list(candidates):  # too many to test: that first word's all go
                     self._pop_own(source, own, key)
                 return
+        stem = ".".join(words[:_first_wildcard(words)])
+        if stem:  # a key it matches begins with its literal words: a C call a key, first
+            candidates = [key for key in candidates if key.startswith(stem)]
         test = key_test(pattern)
         for key in [key for key in candidates if test(key)]:
             self._pop_own(source, own, key)
