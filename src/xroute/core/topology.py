@@ -343,9 +343,13 @@ class Topology:
             )
         check_pattern(routing_key)
         arguments = _arguments(arguments, "binding")
-        frozen = frozen_arguments(arguments)
-        target = Destination(destination_type, destination)
-        target = self._targets.setdefault(target, target)
+        frozen = frozen_arguments(arguments) if arguments else ()
+        # hot: every bind (`xroute bench engines --shapes`, bind rate). A `Destination` is a
+        # tuple: the shared one is found by a plain tuple, and made only for a new target.
+        target = self._targets.get((destination_type, destination))
+        if target is None:
+            target = Destination(destination_type, destination)
+            target = self._targets.setdefault(target, target)
         return exchange, target, arguments, (source, target, routing_key, frozen)
 
     def check_bindable(self, destination: Any, destination_type: str = "queue") -> None:
@@ -469,7 +473,7 @@ class Topology:
         self._destinations.clear()
         if self._route_cache is not None:
             self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
-        frozen = frozen_arguments(binding.arguments)
+        frozen = frozen_arguments(binding.arguments) if binding.arguments else ()
         del self._bindings[(binding.source, binding.destination, binding.routing_key, frozen)]
 
     # ----------------------------------------------------------------- looking
