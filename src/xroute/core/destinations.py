@@ -27,10 +27,12 @@ class MatchedDestinations:
     """Matched binding set -> (queue names, exchange names), bounded by `MAX_CELLS`."""
 
     def __init__(self) -> None:
-        self._by_set: dict[frozenset[Binding], tuple[frozenset[str], tuple[str, ...]]] = {}
         # The sets that lead to queues alone -> their queue names: read inline by
-        # `Topology._route_literal` (a call less on a first route), filled by `of`.
+        # `Topology._route_literal` (a call less on a first route), filled by `of`. No tuple
+        # per set: one object less that the collector tracks for each new set.
         self.queue_names: dict[frozenset[Binding], frozenset[str]] = {}
+        # The sets that lead to exchanges too -> (queue names, exchange names)
+        self._by_set: dict[frozenset[Binding], tuple[frozenset[str], tuple[str, ...]]] = {}
         self._cells = 0
         # A one-binding set's answer, by the destination it names, shared: one per queue or
         # exchange, not a new frozenset per key (EMQX's 80k filters lead to 80 queues).
@@ -39,6 +41,9 @@ class MatchedDestinations:
     # hot: every first route of `Topology.route` on a topic exchange (`--shapes`)
     def of(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
         """The queue names and the exchange names the bindings in ``matched`` lead to."""
+        names = self.queue_names.get(matched)
+        if names is not None:
+            return names, ()
         if len(matched) == 1:
             # A binding per key (EMQX's shape): keyed by its destination, not by the set,
             # whose hash would be one more read of a binding that is rarely in cache.
@@ -81,8 +86,9 @@ class MatchedDestinations:
             destinations = set(map(_DESTINATION, matched))
             queues = frozenset(d.name for d in destinations if d.kind == "queue")
             exchanges = tuple(d.name for d in destinations if d.kind != "queue")
-        self._count(2 * len(matched))  # two dicts may hold the set
-        found = self._by_set[matched] = (queues, exchanges)
-        if not exchanges:
-            self.queue_names[matched] = queues
-        return found
+        self._count(len(matched))
+        if exchanges:
+            found = self._by_set[matched] = (queues, exchanges)
+            return found
+        self.queue_names[matched] = queues
+        return queues, ()

@@ -593,9 +593,8 @@ class Topology:
         if by_queue is not None and not by_queue.exchange_bindings:
             # queues bound with '#' keep their other bindings out (`xroute.core.wildcard_queues`)
             queues = by_queue.match(routing_key)
-            if queues:
-                names = names | queues if names else queues
         else:
+            queues = EMPTY_NAMES
             wild = kind.match_wildcards(routing_key)
             if wild:
                 queues = self._destinations.queue_names.get(wild)  # `of`, its lookup inlined
@@ -603,7 +602,14 @@ class Topology:
                     queues, exchanges = self._destinations.of(wild)
                     if exchanges:
                         return None
-                names = names | queues if names else queues
+        if not names:
+            names = queues
+        elif queues and queues is not names:
+            # Where one holds the other (MQTT: a site's literal and '#' bindings to one
+            # client queue) the larger is the answer: no new frozenset kept in the cache
+            # for the collector to track.
+            names = (names if queues <= names else queues if names <= queues
+                     else names | queues)
         alternate = start.alternate_exchange
         if alternate is None or alternate == exchange:
             # one exchange visited: no tuple made, nothing new for the collector to track
