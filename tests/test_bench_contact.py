@@ -73,3 +73,40 @@ def test_rabbitmq_route_function_routes_as_xroute_does():
         truth.add(pattern, (pattern, queue))
     assert found["routed"] == sum(len(truth.match(key)) for key in shape.first_keys)
     assert found["bindings"] == 1_100 and found["route_us"] > 0
+
+
+def test_change_between_routes_times_each_bind_and_unbind_and_leaves_routes_exact():
+    shape = _small()
+    topology = contact._topology(shape)
+    figures = contact.measure_change(topology, shape, changes=20)
+    assert figures["count"] == 40 and 0 < figures["p50_us"] <= figures["max_us"]
+    truth = TopicMatcher(engine="reference")
+    for pattern, queue in shape.bindings:
+        truth.add(pattern, queue)
+    assert all(topology.route(contact.EXCHANGE, key) == truth.match(key)
+               for key in shape.first_keys[:100])  # every churn binding was removed again
+
+
+def test_goals_judge_change_and_bind_rate_and_the_run_judges_scale():
+    entry = {"fanout": False, "bind_per_s": 50_000.0, "rabbitmq": {"route_us": 100.0,
+                                                                     "bind_per_s": 2_000.0},
+             "route_first": {"mean_us": 2.0}, "ratios": {
+                 "route_first_p99_over_p50": 1, "route_first_mean_over_p50": 1,
+                 "route_repeat_p99_over_p50": 1, "route_repeat_mean_over_p50": 1,
+                 "ids_first_over_route_first": 1, "router_first_over_route_first": 1,
+                 "ids_warm_over_route_first": 10, "router_warm_over_route_first": 10,
+                 "change_over_bulk_bind": 12.0}}
+    judged = {g["goal"]: g for g in contact.goals(entry)}
+    assert judged["bind rate vs RabbitMQ"]["measured"] == 25 and not judged[
+        "bind rate vs RabbitMQ"]["met"]
+    assert not judged["bind or unbind between routes (p50) / bulk bind"]["met"]
+    small = {"shape": "mqtt-10k", "bindings": 10_000, "bind_per_s": 40_000.0,
+             "route_first": {"mean_us": 2.0}}
+    large = {"shape": "mqtt", "bindings": 1_000_000, "bind_per_s": 30_000.0,
+             "route_first": {"mean_us": 3.0}}
+    assert contact.scale_goals([small]) == []
+    bind, first = contact.scale_goals([small, large])
+    assert bind["measured"] == 0.75 and not bind["met"]
+    assert first["measured"] == 1.5 and first["met"]
+    assert contact.shape_at("mqtt-10k", 0.01).name == "mqtt-10k"
+    assert len(contact.shape_at("mqtt-10k", 0.01).bindings) == 10_000

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import Topology, XRouteError
-from xroute.core.route_cache import ROUTE_CACHE_PRECISE_SCAN
+from xroute.core.route_cache import ROUTE_CACHE_PRECISE_SCAN, TopologyRouteCache
 
 # A small universe, so that random sessions often hit the same names and keys.
 EXCHANGES = ["t1", "t2", "d1", "f1", "h1", "x1"]
@@ -60,7 +60,26 @@ def apply(topology: Topology, operation: tuple) -> object:
                            min_size=len(EXCHANGES), max_size=len(EXCHANGES)),
        session=operations)
 def test_cached_routes_equal_uncached_routes(alternates, session):
+    _compare_sessions(alternates, session, None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(alternates=st.lists(st.none() | st.sampled_from(EXCHANGES + ["nowhere"]),
+                           min_size=len(EXCHANGES), max_size=len(EXCHANGES)),
+       session=operations, precise_scan=st.sampled_from([0, 1, 2]))
+def test_cached_routes_equal_uncached_routes_when_changes_go_by_first_word(
+        alternates, session, precise_scan):
+    """As above, with so low a bound on tests that wildcard changes drop routes by their
+    key's first word (`TopologyRouteCache.heads`) or drop them all, and a bound on routes
+    that sweeps them often."""
+    _compare_sessions(alternates, session, precise_scan)
+
+
+def _compare_sessions(alternates: list, session: list, precise_scan: int | None) -> None:
     cached, plain = Topology(), Topology(route_cache=False)
+    if precise_scan is not None:  # and a bound that sweeps often
+        cached._route_cache = TopologyRouteCache(max_size=4, sweep_to=2)
+        cached._route_cache.precise_scan = precise_scan
     for topology in (cached, plain):
         for queue in QUEUES:
             topology.declare_queue(queue)
@@ -207,3 +226,60 @@ def test_literal_routes_follow_repeats_fan_outs_and_exchange_bindings(steps):
         assert [cached.route("t", k) for k in keys] == expected
         assert [cached.route("t", k) for k in keys] == expected
         assert [plain.route("t", k) for k in keys] == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(pattern=st.lists(st.sampled_from(["a", "b", "*", "#", ""]), max_size=5).map(".".join),
+       key=st.lists(st.sampled_from(["a", "b", "", "c"]), max_size=5).map(".".join))
+def test_the_invalidation_key_test_equals_the_reference(pattern, key):
+    from xroute.core.keys import split_words
+    from xroute.core.route_cache import key_test
+    from xroute.engines.reference import pattern_matches
+
+    assert key_test(pattern)(key) == pattern_matches(split_words(pattern), split_words(key))
+
+
+def test_past_the_bound_a_wildcard_change_drops_the_routes_of_its_first_word_alone():
+    topology = Topology()
+    for queue in ("q", "r"):
+        topology.declare_queue(queue)
+    topology.bind("amq.topic", "q", "#")
+    cache = topology._route_cache
+    cache.precise_scan = 4
+    keys = [f"s{i}.floor{j}.temp" for i in range(10) for j in range(3)]
+    for key in keys:
+        topology.route("amq.topic", key)
+    topology.bind("amq.topic", "r", "*.floor0.#")  # too many to test, no index yet: all go
+    assert topology.route_cache_stats()["route_cache_entries"] == 0
+    for key in keys:
+        assert topology.route("amq.topic", key) == ({"q", "r"} if "floor0" in key else {"q"})
+    assert set(cache.heads["amq.topic"]) == {f"s{i}" for i in range(10)}
+    topology.bind("amq.topic", "r", "s3.floor1.#")  # s3's three keys tested, one dropped
+    assert topology.route_cache_stats()["route_cache_entries"] == len(keys) - 1
+    assert topology.route("amq.topic", "s3.floor1.temp") == {"q", "r"}
+    topology.unbind("amq.topic", "r", "s3.floor1.#")
+    assert topology.route_cache_stats()["route_cache_entries"] == len(keys) - 1
+    assert topology.route("amq.topic", "s3.floor1.temp") == {"q"}
+    topology.bind("amq.topic", "r", "none.#")  # no cached key begins with it: nothing goes
+    assert topology.route_cache_stats()["route_cache_entries"] == len(keys)
+    for key in [f"s1.x{i}" for i in range(5)]:
+        topology.route("amq.topic", key)
+    topology.bind("amq.topic", "r", "s1.#")  # s1 has 8 keys, more than 4: s1's all go
+    assert topology.route_cache_stats()["route_cache_entries"] == len(keys) - 3
+    assert all(topology.route("amq.topic", key) == {"q", "r"} for key in keys if key[:3] == "s1.")
+
+
+def test_routes_kept_through_a_sweep_are_still_found_by_a_wildcard_change():
+    topology = Topology()
+    for queue in ("q", "r"):
+        topology.declare_queue(queue)
+    topology.bind("amq.topic", "q", "#")
+    topology._route_cache = TopologyRouteCache(max_size=4, sweep_to=2)
+    topology._route_cache.precise_scan = 1
+    for key in ("x.1", "x.2"):
+        topology.route("amq.topic", key)
+    topology.bind("amq.topic", "r", "y.#")  # more than one route: all go, indexed from now
+    for key in ("a.1", "a.2", "b.1", "b.2", "b.3"):  # a sweep keeps the two last routes
+        topology.route("amq.topic", key)
+    topology.bind("amq.topic", "r", "b.#")
+    assert all(topology.route("amq.topic", key) == {"q", "r"} for key in ("b.1", "b.2", "b.3"))

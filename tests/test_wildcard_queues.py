@@ -84,3 +84,44 @@ def test_index_is_made_on_the_first_queue_bound_with_hash_and_keeps_repeats():
     assert exchange.wildcard_queues is index  # kept: a toggled '#' must not rebuild it
     assert topology.route("t", "a.z") == truth.route("t", "a.z") == frozenset({"q1"})
     assert topology.route("t", "z") == frozenset()
+
+
+def test_a_pattern_bound_to_many_queues_makes_the_index_and_routes_stay_exact():
+    """RabbitMQ 4.3's broadcast: ``broadcast.#`` to many queues. From about `FANOUT_QUEUES`
+    of them the exchange matches its wildcard bindings by queue name; routes before and after,
+    and after unbinding, equal the reference walk."""
+    from xroute.core.wildcard_queues import FANOUT_QUEUES
+
+    topology, truth = topologies = _topologies()[::2]
+    exchange = topology.exchanges["t"].kind
+    queues = [f"b{i}" for i in range(FANOUT_QUEUES + FANOUT_QUEUES // 4)]
+    for made in topologies:
+        for queue in queues:
+            made.declare_queue(queue)
+    _apply(topologies, "bind", "a.*", "q1", None)
+    _apply(topologies, "bind", "broadcast.x", "q2", None)  # literal: not counted
+    for i, queue in enumerate(queues):
+        _apply(topologies, "bind", "broadcast.#", queue, None)
+        if i == FANOUT_QUEUES // 2:
+            assert exchange.wildcard_queues is None  # few queues a pattern: no index
+            assert topology.route("t", "broadcast.y") == truth.route("t", "broadcast.y")
+    assert exchange.wildcard_queues is not None
+    for key in ("broadcast.x", "broadcast.z", "a.b", "broadcast"):
+        assert topology.route("t", key) == truth.route("t", key)
+    assert len(topology.route("t", "broadcast.x")) == len(queues) + 1
+    for queue in queues[::2]:
+        _apply(topologies, "unbind", "broadcast.#", queue, None)
+    assert topology.route("t", "broadcast.x") == truth.route("t", "broadcast.x")
+
+
+def test_fan_out_counter_counts_by_pattern_and_forgets_removed_bindings():
+    from xroute.core.wildcard_queues import FANOUT_QUEUES, FanOutCounter
+
+    counter = FanOutCounter()
+    assert not any(counter.add(f"p{i}.#") for i in range(2 * FANOUT_QUEUES))  # one queue each
+    for _ in range(FANOUT_QUEUES // 2):
+        assert not counter.add("wide.#")
+    for _ in range(FANOUT_QUEUES // 4):
+        counter.remove("wide.#")
+    found = [counter.add("wide.#") for _ in range(FANOUT_QUEUES)]
+    assert found[-1] and not found[0]

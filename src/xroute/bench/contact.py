@@ -11,7 +11,12 @@
   batches; `BatchRouter.route` the same on a fresh router. Output-bound shapes (a broadcast)
   are also given in destination ids a second;
 - RabbitMQ 3.10.8's ``rabbit_exchange_type_topic:route/2`` on the same bindings and keys,
-  timed in the node (`xroute.bench.broker_route`), and the ratios.
+  timed in the node (`xroute.bench.broker_route`), and the ratios;
+- change between routes (`measure_change`): one bind, then one unbind, of one of the shape's
+  patterns, each between routes of the repeated stream, timed alone, against the bulk bind's
+  time a binding;
+- scale (`scale_goals`, over the run): the MQTT shape at its size against ``mqtt-10k``, the
+  same recipe at 10k subscriptions: bind rate and first-route mean.
 
 `goals` judges each shape against the issue's ratios. Nothing here turns the collector off;
 where a figure needed that, it would say so.
@@ -22,6 +27,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import random
 import resource
 import statistics
 import sys
@@ -39,7 +45,7 @@ from xroute.engines import TopicMatcher
 
 EXCHANGE = "bench"
 CONTACT_SHAPES = ("unicast", "broadcast", "nats", "emqx", "seed-10k", "seed-100k", "literal",
-                  "mqtt")
+                  "mqtt-10k", "mqtt")
 FIRST_KEYS = 20_000  # first-time routes timed one by one (fewer if the shape has fewer)
 REPEATS = 1_000_000  # repeated routes timed one by one, times the scale
 RABBIT_KEYS = 2_000  # keys RabbitMQ routes per pass (broadcast: `RABBIT_FANOUT_KEYS`)
@@ -55,6 +61,15 @@ GOAL_MEAN_OVER_P50 = 2.0
 GOAL_WARM_BATCH = 10.0
 GOAL_BYTES_PER_BINDING = 300  # EMQX's topic index: about 225
 GOAL_IDS_PER_S = 31e6  # RabbitMQ 4.3's published fan-out figure, destination ids a second
+# Change and scale (issue 36, goals 5 and 6).
+GOAL_CHANGE_OVER_BULK_BIND = 10.0  # a bind or unbind between routes (median) / a bulk bind
+GOAL_BIND_OVER_RABBIT = 50.0  # bind rate against RabbitMQ's in the same run
+GOAL_BIND_AT_SCALE = 1.0  # the MQTT shape's bind rate at its size / at 10k, at least
+GOAL_FIRST_AT_SCALE = 2.0  # its first-route mean at its size / at 10k, at most
+SCALE_SMALL = "mqtt-10k"  # the shape `scale_goals` compares "mqtt" with
+CHANGES = 200  # binds (and as many unbinds) between routes
+CHANGE_ROUTES = 50  # repeated routes before each bind and each unbind
+CHURN_QUEUE = "churn"  # the queue those bindings lead to, declared for them
 RABBITMQ_43 = {"unicast_routes_per_s": 460_000, "broadcast_route_ms": 0.6,
                "source": "RabbitMQ 4.3 release notes / PR #15619, their machine"}
 
@@ -200,6 +215,7 @@ def measure_shape(shape: Shape, repeats: int) -> dict[str, Any]:
     for batch in batches:
         router.route(EXCHANGE, batch)
     entry["router_warm_per_s"] = len(first) / (time.perf_counter() - began)
+    entry["change"] = measure_change(topology, shape)
     entry["ratios"] = {
         "ids_first_over_route_first": entry["ids_first_pass_per_s"] / first_rate,
         "router_first_over_route_first": entry["router_first_pass_per_s"] / first_rate,
@@ -210,9 +226,36 @@ def measure_shape(shape: Shape, repeats: int) -> dict[str, Any]:
         figures = entry[what]
         entry["ratios"][f"{what}_p99_over_p50"] = figures["p99_us"] / figures["p50_us"]
         entry["ratios"][f"{what}_mean_over_p50"] = figures["mean_us"] / figures["p50_us"]
+    # At the median, as the issue states it: a full collection of the collector that lands
+    # on one of the 400 changes is the tails' and the collector's subject, shown by the max.
+    entry["ratios"]["change_over_bulk_bind"] = (
+        entry["change"]["p50_us"] / (1e6 / entry["bind_per_s"]))
     del earlier, router, topology
     entry["bytes_per_binding"] = traced_bytes_per_binding(shape)
     return entry
+
+
+def measure_change(topology: Any, shape: Shape, changes: int = CHANGES) -> dict[str, float]:
+    """One binding made, then removed, between routes, as a service sees churn: each bind
+    and each unbind (of a pattern of the shape, to a queue of its own) timed alone, after
+    `CHANGE_ROUTES` routes of the repeated stream (the route cache holds the working set).
+    The tails of the bind and unbind times together."""
+    topology.declare_queue(CHURN_QUEUE)
+    rng = random.Random(36)
+    stream, bindings = shape.repeat_keys, shape.bindings
+    clock = time.perf_counter_ns
+    spent: list[int] = []
+    at = 0
+    for _ in range(changes):
+        pattern = bindings[rng.randrange(len(bindings))][0]
+        for change in (topology.bind, topology.unbind):
+            for _ in range(CHANGE_ROUTES):
+                topology.route(EXCHANGE, stream[at])
+                at = (at + 1) % len(stream)
+            began = clock()
+            change(EXCHANGE, CHURN_QUEUE, pattern)
+            spent.append(clock() - began)
+    return tails(spent)
 
 
 def measure_rabbitmq(name: str, scale: float) -> dict[str, Any]:
@@ -257,8 +300,25 @@ def run(shapes: tuple[str, ...] = CONTACT_SHAPES, scale: float = 1.0, rabbitmq: 
         entry["goals"] = goals(entry)
         found.append(entry)
         results["meta"]["load_after"] = load_average()
+        results["scale"] = scale_goals(found)
         done(results)
     return results
+
+
+def scale_goals(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's scale goals, once the run has both "mqtt" and `SCALE_SMALL`: binding no
+    slower a binding at the MQTT shape's size than at 10k, first routes within 2x."""
+    by_name = {entry["shape"]: entry for entry in entries}
+    large, small = by_name.get("mqtt"), by_name.get(SCALE_SMALL)
+    if large is None or small is None:
+        return []
+    bind = large["bind_per_s"] / small["bind_per_s"]
+    first = large["route_first"]["mean_us"] / small["route_first"]["mean_us"]
+    what = f"mqtt ({large['bindings']:,}) / {SCALE_SMALL} ({small['bindings']:,})"
+    return [{"goal": f"bind rate, {what}", "wanted": GOAL_BIND_AT_SCALE, "measured": bind,
+             "met": bind >= GOAL_BIND_AT_SCALE},
+            {"goal": f"first-route mean, {what}", "wanted": GOAL_FIRST_AT_SCALE,
+             "measured": first, "met": first <= GOAL_FIRST_AT_SCALE}]
 
 
 def _machine() -> str:
@@ -282,6 +342,7 @@ def goals(entry: dict[str, Any]) -> list[dict[str, Any]]:
         judge("first route vs RabbitMQ (mean)", wanted,
               ratios["rabbitmq_over_route_first_mean"])
         entry["ratios"]["bind_over_rabbitmq"] = entry["bind_per_s"] / rabbit["bind_per_s"]
+        judge("bind rate vs RabbitMQ", GOAL_BIND_OVER_RABBIT, ratios["bind_over_rabbitmq"])
     for what in ("route_first", "route_repeat"):
         judge(f"{what} p99/p50", GOAL_P99_OVER_P50, ratios[f"{what}_p99_over_p50"], False)
         judge(f"{what} mean/p50", GOAL_MEAN_OVER_P50, ratios[f"{what}_mean_over_p50"], False)
@@ -298,4 +359,7 @@ def goals(entry: dict[str, Any]) -> list[dict[str, Any]]:
               ratios["ids_warm_over_route_first"])
         judge("BatchRouter warm / first routes", GOAL_WARM_BATCH,
               ratios["router_warm_over_route_first"])
+    if "change_over_bulk_bind" in ratios:
+        judge("bind or unbind between routes (p50) / bulk bind", GOAL_CHANGE_OVER_BULK_BIND,
+              ratios["change_over_bulk_bind"], False)
     return judged

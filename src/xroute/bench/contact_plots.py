@@ -85,4 +85,8 @@ def markdown(results: dict[str, Any]) -> str:
                      "goals met" + ("; not met: " + ", ".join(
                          f"{g['goal']} ({g['measured']:.2f}, wanted {g['wanted']:g})"
                          for g in missed) if missed else ""))
+    for goal in results.get("scale", []):  # over the run (`xroute.bench.contact.scale_goals`)
+        lines.append(f"- scale: {goal['goal']}: {goal['measured']:.2f}, wanted "
+                     f"{'>=' if 'bind' in goal['goal'] else '<='} {goal['wanted']:g}, "
+                     f"{'met' if goal['met'] else 'NOT met'}")
     return "\n".join(lines) + "\n"

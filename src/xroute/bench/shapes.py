@@ -17,7 +17,8 @@ says where each recipe comes from:
 - ``literal``: 100k literal bindings (a direct-like topic exchange: a device, user or tenant
   each), keys of 3 words, 1 in 10 unbound.
 - ``seed-10k`` and ``seed-100k``: the seed articles' mix (`xroute.bench.workload`), 5-word keys.
-- ``mqtt`` (`SCALED_SHAPES`): 1M MQTT-style subscriptions, keys of 4-6 words, Zipf-skewed.
+- ``mqtt`` (`SCALED_SHAPES`): 1M MQTT-style subscriptions, keys of 4-6 words, Zipf-skewed;
+  ``mqtt-10k``: the same recipe at 10k, at any scale (what ``mqtt`` is compared with).
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ def seed_mix(count: int, keys: int = 3_000, seed: int = 0, queues: int = 100) ->
                  bindings, first, _stream(rng, first[:1_000], keys))
 
 
-def mqtt(subscriptions: int = 1_000_000, keys: int = 20_000, seed: int = 0) -> Shape:
+def mqtt(subscriptions: int = 1_000_000, keys: int = 20_000, seed: int = 0,
+         name: str = "mqtt") -> Shape:
     """An MQTT-style fleet (issue 36), ``subscriptions`` in all: per site ``s{i}.*.temp``,
     ``s{i}.floor{j}.#`` (3 floors) and literal ``s{i}.floor{j}.room{k}.temp`` (2 floors x 3
     rooms), one client queue per site, and 100 ``*.*.alarm.{k}`` watchers; keys of 4 to 6
@@ -183,7 +185,7 @@ def mqtt(subscriptions: int = 1_000_000, keys: int = 20_000, seed: int = 0) -> S
     first = list(seen)
     weights = [1 / (rank + 1) for rank in range(min(1_000, len(first)))]  # Zipf over 1,000
     repeat = rng.choices(first[:1_000], weights=weights, k=keys)
-    return Shape("mqtt", "issue 36: 1M MQTT-style subscriptions (EMQX's index: ~225 B each)",
+    return Shape(name, "issue 36: 1M MQTT-style subscriptions (EMQX's index: ~225 B each)",
                  bindings, first, repeat)
 
 
@@ -201,4 +203,5 @@ SHAPES: dict[str, Callable[[], Shape]] = {
 # at a scale (1.0: as the issue states it).
 SCALED_SHAPES: dict[str, Callable[[float], Shape]] = {
     "mqtt": lambda scale: mqtt(max(1_000, int(1_000_000 * scale))),
+    "mqtt-10k": lambda scale: mqtt(10_000, name="mqtt-10k"),
 }

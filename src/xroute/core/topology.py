@@ -344,9 +344,13 @@ class Topology:
             )
         check_pattern(routing_key)
         arguments = _arguments(arguments, "binding")
-        frozen = frozen_arguments(arguments)
-        target = Destination(destination_type, destination)
-        target = self._targets.setdefault(target, target)
+        frozen = frozen_arguments(arguments) if arguments else ()
+        # hot: every bind (`xroute bench engines --shapes`, bind rate). A `Destination` is a
+        # tuple: the shared one is found by a plain tuple, and made only for a new target.
+        target = self._targets.get((destination_type, destination))
+        if target is None:
+            target = Destination(destination_type, destination)
+            target = self._targets.setdefault(target, target)
         return exchange, target, arguments, (source, target, routing_key, frozen)
 
     def check_bindable(self, destination: Any, destination_type: str = "queue") -> None:
@@ -470,7 +474,7 @@ class Topology:
         self._destinations.clear()
         if self._route_cache is not None:
             self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
-        frozen = frozen_arguments(binding.arguments)
+        frozen = frozen_arguments(binding.arguments) if binding.arguments else ()
         del self._bindings[(binding.source, binding.destination, binding.routing_key, frozen)]
 
     # ----------------------------------------------------------------- looking
@@ -590,15 +594,23 @@ class Topology:
         if by_queue is not None and not by_queue.exchange_bindings:
             # queues bound with '#' keep their other bindings out (`xroute.core.wildcard_queues`)
             queues = by_queue.match(routing_key)
-            if queues:
-                names = names | queues if names else queues
         else:
+            queues = EMPTY_NAMES
             wild = kind.match_wildcards(routing_key)
             if wild:
-                queues, exchanges = self._destinations.of(wild)
-                if exchanges:
-                    return None
-                names = names | queues if names else queues
+                queues = self._destinations.queue_names.get(wild)  # `of`, its lookup inlined
+                if queues is None:
+                    queues, exchanges = self._destinations.of(wild)
+                    if exchanges:
+                        return None
+        if not names:
+            names = queues
+        elif queues and queues is not names:
+            # Where one holds the other (MQTT: a site's literal and '#' bindings to one
+            # client queue) the larger is the answer: no new frozenset kept in the cache
+            # for the collector to track.
+            names = (names if queues <= names else queues if names <= queues
+                     else names | queues)
         alternate = start.alternate_exchange
         if alternate is None or alternate == exchange:
             # one exchange visited: no tuple made, nothing new for the collector to track

@@ -10,7 +10,7 @@ from xroute.core.keys import check_pattern, is_short_key, split_words
 from xroute.core.literal_routes import LiteralRoutes
 from xroute.core.model import Binding
 from xroute.core.profiles import DEFAULT_PROFILE, Profile
-from xroute.core.wildcard_queues import WildcardQueues
+from xroute.core.wildcard_queues import FanOutCounter, WildcardQueues
 from xroute.engines import TopicMatcher
 from xroute.engines.catch_all import is_catch_all
 from xroute.engines.literal import is_literal
@@ -39,7 +39,9 @@ class TopicExchange:
         self.literal_routes = LiteralRoutes() if self.match_wildcards is not None else None
         # The wildcard bindings by queue name, from the first queue bound with '#' on
         # (`xroute.core.wildcard_queues`): there such a queue's other bindings leave the trie.
+        # Also from the first pattern bound to many queues (a broadcast: `FanOutCounter`).
         self.wildcard_queues: WildcardQueues | None = None
+        self._fan_out: FanOutCounter | None = FanOutCounter()
 
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
         check_pattern(routing_key)
@@ -63,8 +65,9 @@ class TopicExchange:
         self.match_wildcards = self.matcher.wildcard_matcher()
         if self.wildcard_queues is not None:
             self.wildcard_queues.add(binding.routing_key, kind, name)
-        elif kind == "queue" and is_catch_all(words):
+        elif kind == "queue" and (is_catch_all(words) or self._fans_out(binding.routing_key)):
             self.wildcard_queues = WildcardQueues(self._engine)
+            self._fan_out = None
             for pattern, bound in self.matcher.bindings():
                 if not _is_literal(pattern):
                     self.wildcard_queues.add(pattern, *bound.destination)
@@ -80,6 +83,12 @@ class TopicExchange:
         self.match_wildcards = self.matcher.wildcard_matcher()
         if self.wildcard_queues is not None:
             self.wildcard_queues.remove(binding.routing_key, kind, name)
+        elif kind == "queue" and self._fan_out is not None:
+            self._fan_out.remove(binding.routing_key)
+
+    def _fans_out(self, pattern: str) -> bool:
+        # Counted while there is no index by queue (then it is kept for good).
+        return self._fan_out is not None and self._fan_out.add(pattern)
 
     @property
     def shares_results(self) -> bool:
