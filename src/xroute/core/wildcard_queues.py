@@ -44,7 +44,7 @@ class FanOutCounter:
     more, counted by hash bucket: patterns that share a bucket add up, so it may say so early
     (the index is then kept for nothing but memory), never much late."""
 
-    __slots__ = ("_total", "_counts")
+    __slots__ = ("_counts", "_total")
 
     def __init__(self) -> None:
         self._total = 0  # wildcard bindings to queues, while not counted by bucket
