@@ -15,6 +15,8 @@ numba_cache.prepare()  # the same cache folder as the engines' kernels, zip or n
 
 from numba import njit  # noqa: E402  (after the cache locator is in place)
 
+from xroute.engines._kernel import _hash_bytes  # noqa: E402
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _append(message, ids, begin, stop, rows, into, at):
@@ -119,3 +121,108 @@ def write_pairs(here, key_of, group_ids, starts, rows, into):
     for i in range(here.shape[0]):
         g = key_of[i]
         at = _append(here[i], group_ids, starts[g], starts[g + 1], rows, into, at)
+
+
+# ---------------------------------------------------------------- the router's key memo
+# `xroute.core.batch_memo.KeyMemo`: routing key bytes -> answer (a distinct set of queue ids),
+# an open-addressing table of entry numbers probed by the key's hash, the key's bytes compared
+# on a hash hit (exact, whatever the hash).
+
+
+@njit(cache=True, inline="always")
+def _find(data, begin, stop, hashed, slots, entry_hash, entry_data, entry_offsets, mask):
+    """The slot holding key ``data[begin:stop]`` (hash ``hashed``), or the empty slot where it
+    would go (``slots[slot] < 0``)."""
+    slot = hashed & mask  # the hash mixes its bits already (`_hash_bytes`)
+    while True:
+        entry = slots[slot]
+        if entry < 0:
+            return slot
+        if entry_hash[entry] == hashed:
+            first = entry_offsets[entry]
+            if entry_offsets[entry + 1] - first == stop - begin:
+                same = True
+                for i in range(stop - begin):
+                    if entry_data[first + i] != data[begin + i]:
+                        same = False
+                        break
+                if same:
+                    return slot
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def memo_probe(data, key_offsets, messages, slots, entry_hash, entry_data, entry_offsets,
+               entry_answer, answers):
+    """``answers[i]``: the answer of message ``messages[i]``'s key, or -1 if the memo lacks it;
+    the number of misses."""
+    mask = slots.shape[0] - 1
+    missed = 0
+    for i in range(messages.shape[0]):
+        m = messages[i]
+        begin = key_offsets[m]
+        stop = key_offsets[m + 1]
+        hashed = _hash_bytes(data, begin, stop)
+        entry = slots[_find(data, begin, stop, hashed, slots, entry_hash, entry_data,
+                            entry_offsets, mask)]
+        if entry < 0:
+            answers[i] = -1
+            missed += 1
+        else:
+            answers[i] = entry_answer[entry]
+    return missed
+
+
+@njit(cache=True, nogil=True)
+def memo_insert(data, key_offsets, messages, answer_of, slots, entry_hash, entry_data,
+                entry_offsets, entry_answer, entries, used):
+    """Add the keys of ``messages`` with answers ``answer_of`` (a key already in is skipped);
+    the arrays have room (the caller grows them). Returns (entries, bytes used) after."""
+    mask = slots.shape[0] - 1
+    for i in range(messages.shape[0]):
+        m = messages[i]
+        begin = key_offsets[m]
+        stop = key_offsets[m + 1]
+        hashed = _hash_bytes(data, begin, stop)
+        slot = _find(data, begin, stop, hashed, slots, entry_hash, entry_data, entry_offsets,
+                     mask)
+        if slots[slot] >= 0:
+            continue
+        for j in range(stop - begin):
+            entry_data[used + j] = data[begin + j]
+        used += stop - begin
+        entry_hash[entries] = hashed
+        entry_answer[entries] = answer_of[i]
+        entry_offsets[entries + 1] = used
+        slots[slot] = entries
+        entries += 1
+    return entries, used
+
+
+@njit(cache=True, nogil=True)
+def memo_rehash(entry_hash, entries, slots):
+    """Put entries ``0..entries`` into the empty table ``slots`` (a larger one)."""
+    mask = slots.shape[0] - 1
+    for entry in range(entries):
+        slot = entry_hash[entry] & mask
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = entry
+
+
+@njit(cache=True, nogil=True)
+def write_answers(answers, answer_starts, answer_ids, offsets, into):
+    """Each message's queue ids, its answer's, one after the other into ``into``;
+    ``offsets`` (counts summed) the caller made."""
+    for i in range(answers.shape[0]):
+        a = answers[i]
+        begin = answer_starts[a]
+        count = answer_starts[a + 1] - begin
+        at = offsets[i]
+        if count == 1:
+            into[at] = answer_ids[begin]
+            continue
+        source = answer_ids[begin : begin + count]
+        out = into[at : at + count]
+        for j in range(count):
+            out[j] = source[j]

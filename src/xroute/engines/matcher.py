@@ -31,6 +31,8 @@ DEFAULT_ENGINE = "auto"
 # A batch's distinct answer of at most this many destinations becomes ids as a Python list
 # (see `TopicMatcher._flatten`); a larger one as an array.
 FLATTEN_LIST_MAX = 64
+# Id changes remembered for `TopicMatcher.ids_changed_since` (8 bytes each).
+ID_LOG_MAX = 1 << 16
 
 
 class TopicMatcher:
@@ -76,6 +78,10 @@ class TopicMatcher:
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
         self._ids_version = 0
+        # The ids that changed, in order, from version ``_id_log_base`` on (bounded): a table
+        # kept by id is patched for these, not rebuilt (`ids_changed_since`).
+        self._id_log: list[int] = []
+        self._id_log_base = 0
         # An engine with a native batch path returns our ids directly (see match_many_ids), so
         # it needs them from the start; for the others they are kept only from the first batch
         # call on, and a matcher used key by key never pays for them (about 12 MB at 100k
@@ -202,6 +208,18 @@ class TopicMatcher:
         self._keep_ids()
         return self._ids_version
 
+    def ids_changed_since(self, version: int) -> list[int] | None:
+        """The ids that gained or lost their destination since `ids_version` was
+        ``version`` (repeats possible), or None if that is too long ago to say."""
+        if version < self._id_log_base or version > self._ids_version:
+            return None
+        return self._id_log[version - self._id_log_base :]
+
+    def destination_of(self, number: int) -> Any:
+        """The destination of id ``number`` (None if it has none now): `destinations`'s
+        entry, without the copy of the list."""
+        return self._by_id[number] if number < len(self._by_id) else None
+
     def bindings(self) -> Iterator[tuple[str, Hashable]]:
         """Every (pattern, destination) pair bound."""
         return iter(self._bindings)
@@ -239,12 +257,22 @@ class TopicMatcher:
                 else:
                     self._by_id[new_id] = destination
                 self._id_of[destination] = new_id
+                self._log_id(new_id)
             return
         del self._refs[destination]
         self._ids_version += 1
         old_id = self._id_of.pop(destination)
         self._by_id[old_id] = None
         self._free_ids.append(old_id)
+        self._log_id(old_id)
+
+    def _log_id(self, number: int) -> None:
+        log = self._id_log
+        log.append(number)
+        if len(log) > ID_LOG_MAX:  # forget the older half: a reader that far behind rebuilds
+            drop = len(log) // 2
+            del log[:drop]
+            self._id_log_base += drop
 
     def _flatten(self, results: list[frozenset]) -> tuple[np.ndarray, np.ndarray]:
         # Engines that remember (dfa, auto's memo, bitmap, the route cache) hand the same
