@@ -166,7 +166,7 @@ def memo_probe(data, key_offsets, messages, slots, entry_hash, entry_data, entry
         entry = slots[_find(data, begin, stop, hashed, slots, entry_hash, entry_data,
                             entry_offsets, mask)]
         if entry < 0:
-            answers[i] = -1
+            answers[i] = -1  # MISSING
             missed += 1
         else:
             answers[i] = entry_answer[entry]
@@ -212,10 +212,13 @@ def memo_rehash(entry_hash, entries, slots):
 
 @njit(cache=True, nogil=True)
 def write_answers(answers, answer_starts, answer_ids, offsets, into):
-    """Each message's queue ids, its answer's, one after the other into ``into``;
-    ``offsets`` (counts summed) the caller made."""
+    """Each message's queue ids, its answer's, into ``into`` at ``offsets[i]`` (the caller
+    sized it); a negative answer is one queue (`xroute.core.batch_memo`)."""
     for i in range(answers.shape[0]):
         a = answers[i]
+        if a < 0:  # one queue, ``-2 - a`` (`xroute.core.batch_memo.ONE_QUEUE`)
+            into[offsets[i]] = -2 - a
+            continue
         begin = answer_starts[a]
         count = answer_starts[a + 1] - begin
         at = offsets[i]

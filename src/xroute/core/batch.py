@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xroute.core.batch_memo import KeyMemo
+from xroute.core.batch_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo
 from xroute.core.errors import InvalidRoutingKey, XRouteError
 from xroute.core.headers import check_headers
 from xroute.core.keys import MAX_KEY_BYTES, arrow_keys_fit, check_routing_key
@@ -391,33 +391,47 @@ class BatchRouter:
             if missed:
                 if memo.make_room(missed):
                     answers.fill(-1)  # it started again: every key is new to it
-                lost = np.flatnonzero(answers < 0)
+                lost = np.flatnonzero(answers == MISSING)
                 lost_at = probed[lost]
-                lost_keys = keys_here.take(lost_at).to_pylist()
+                if 4 * len(lost) >= len(keys_here):  # most of them: one conversion
+                    every = keys_here.to_pylist()
+                    lost_keys = every if len(lost) == len(every) else [
+                        every[i] for i in lost_at.tolist()]
+                else:
+                    lost_keys = [keys_here[i].as_py() for i in lost_at.tolist()]
                 route = self.topology.route
                 queue_index = self._queue_index
-                answer = memo.answer
+                answer, answer_of = memo.answer, memo.answer_of
                 found: dict[str, int] = {}
-                refused: list[XRouteError] = []  # answer -1 - i: refused with refused[i]
+                refused: list[XRouteError] = []  # answer REFUSED - i: refused with refused[i]
                 numbers = []
                 for key in lost_keys:
                     number = found.get(key)
                     if number is None:
                         try:
-                            number = answer(route(exchange, key), queue_index)
+                            names = route(exchange, key)
                         except XRouteError as error:
-                            number = -1 - len(refused)
+                            number = REFUSED - len(refused)
                             refused.append(error)
+                        else:
+                            if len(names) == 1:  # most keys of most shapes: its queue's id
+                                for name in names:
+                                    number = ONE_QUEUE - queue_index[name]
+                            else:
+                                number = answer_of.get(names)
+                                if number is None:
+                                    number = answer(names, queue_index)
                         found[key] = number
                     numbers.append(number)
                 numbers_array = np.array(numbers, dtype=np.int32)
                 answers[lost] = numbers_array
-                kept = numbers_array >= 0
-                memo.insert(kernel, data, key_offsets, lost_at[kept], numbers_array[kept])
-                if not kept.all():
+                kept = numbers_array > REFUSED
+                if refused:
                     for i in np.flatnonzero(~kept).tolist():
-                        errors[int(messages[lost[i]])] = refused[-1 - int(numbers_array[i])]
-                    answers[lost[~kept]] = memo.answer(EMPTY_NAMES, queue_index)
+                        errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers_array[i])]
+                    answers[lost[~kept]] = answer(EMPTY_NAMES, queue_index)
+                    lost, lost_at, numbers_array = lost[kept], lost_at[kept], numbers_array[kept]
+                memo.insert(kernel, data, key_offsets, lost_at, numbers_array)
             starts, ids = memo.answers()
         return answers, starts, ids
 
@@ -721,7 +735,9 @@ def _merge(
     message."""
     counts = np.zeros(size, dtype=np.int64)
     if len(keyed):
-        counts[keyed] = np.diff(answer_starts)[answers]
+        # an answer of one queue is the queue itself (`ONE_QUEUE`): one id
+        sizes = np.diff(answer_starts, append=answer_starts[-1])  # one more: never empty
+        counts[keyed] = np.where(answers >= 0, sizes[np.maximum(answers, 0)], 1)
     if len(rows):
         counts += np.bincount(rows, minlength=size)
     offsets = np.zeros(size + 1, dtype=np.int64)

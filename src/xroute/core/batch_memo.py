@@ -26,6 +26,13 @@ MEMO_MAX_KEYS = 1 << 20
 # queues. A broadcast's answer is one.
 MEMO_MAX_CELLS = 16_000_000
 _START_SLOTS = 1 << 12
+# An answer is a number: at least 0, a set of queues kept by `KeyMemo.answer`; ``ONE_QUEUE -
+# q`` (down to ``REFUSED`` excluded), the one queue ``q`` (most keys of most shapes reach one
+# queue: no set to keep or look up); `MISSING`, a key the memo has not kept. `REFUSED` and
+# below are for the router's own use (a key `Topology.route` refused).
+MISSING = -1
+ONE_QUEUE = -2
+REFUSED = -(1 << 30)
 
 
 class KeyMemo:
@@ -48,7 +55,7 @@ class KeyMemo:
         self.answer_starts = np.zeros(1, dtype=np.int64)
         self.answer_ids = np.zeros(0, dtype=np.int32)
         self._starts: list[int] = [0]
-        self._pending: list[np.ndarray] = []  # ids of answers added since the arrays were made
+        self._pending: list[int] = []  # ids of answers added since the arrays were made
         self.cells = 0
 
     def __len__(self) -> int:
@@ -59,7 +66,7 @@ class KeyMemo:
         """Each message's answer (-1: not kept), and how many were not kept."""
         answers = np.empty(len(messages), dtype=np.int32)
         if not self.entries:
-            answers.fill(-1)
+            answers.fill(MISSING)
             return answers, len(messages)
         missed = kernel.memo_probe(data, key_offsets, messages, self.slots, self.entry_hash,
                                    self.entry_data, self.entry_offsets, self.entry_answer,
@@ -71,18 +78,19 @@ class KeyMemo:
         found = self.answer_of.get(names)
         if found is not None:
             return found
-        ids = np.fromiter((queue_index[name] for name in names), dtype=np.int32,
-                          count=len(names))
         found = self.answer_of[names] = len(self._starts) - 1
-        self._starts.append(self._starts[-1] + len(ids))
-        self._pending.append(ids)
-        self.cells += len(ids)
+        # a list, made an array once per batch (an array per answer cost 2 µs: most of a
+        # first pass where each key has an answer of its own)
+        self._pending += map(queue_index.__getitem__, names)
+        self._starts.append(self._starts[-1] + len(names))
+        self.cells += len(names)
         return found
 
     def answers(self) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ids) of every answer so far."""
-        if self._pending:
-            self.answer_ids = np.concatenate([self.answer_ids, *self._pending])
+        if len(self.answer_starts) != len(self._starts):  # answers came (some may be empty)
+            self.answer_ids = np.concatenate(
+                [self.answer_ids, np.array(self._pending, dtype=np.int32)])
             self.answer_starts = np.array(self._starts, dtype=np.int64)
             self._pending = []
         return self.answer_starts, self.answer_ids
