@@ -15,7 +15,7 @@ numba_cache.prepare()  # the same cache folder as the engines' kernels, zip or n
 
 from numba import njit  # noqa: E402  (after the cache locator is in place)
 
-from xroute.engines._kernel import _hash_bytes  # noqa: E402
+from xroute.engines._kernel import _HASH_MULTIPLIER, _hash_bytes  # noqa: E402
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -130,10 +130,22 @@ def write_pairs(here, key_of, group_ids, starts, rows, into):
 
 
 @njit(cache=True, inline="always")
+def _bits(mask):
+    bits = 0
+    while mask:
+        mask >>= 1
+        bits += 1
+    return bits
+
+
+@njit(cache=True, inline="always")
 def _find(data, begin, stop, hashed, slots, entry_hash, entry_data, entry_offsets, mask):
     """The slot holding key ``data[begin:stop]`` (hash ``hashed``), or the empty slot where it
     would go (``slots[slot] < 0``)."""
-    slot = hashed & mask  # the hash mixes its bits already (`_hash_bytes`)
+    # the top bits of a multiply (as `xroute.engines._kernel._slot`): the low bits of
+    # `_hash_bytes` alone made long probe runs on keys that differ in a few bytes
+    slot = np.int64((np.uint64(hashed) * _HASH_MULTIPLIER) >> np.uint64(64)
+                    - np.uint64(_bits(mask)))
     while True:
         entry = slots[slot]
         if entry < 0:
@@ -203,8 +215,9 @@ def memo_insert(data, key_offsets, messages, answer_of, slots, entry_hash, entry
 def memo_rehash(entry_hash, entries, slots):
     """Put entries ``0..entries`` into the empty table ``slots`` (a larger one)."""
     mask = slots.shape[0] - 1
+    shift = np.uint64(64) - np.uint64(_bits(mask))
     for entry in range(entries):
-        slot = entry_hash[entry] & mask
+        slot = np.int64((np.uint64(entry_hash[entry]) * _HASH_MULTIPLIER) >> shift)
         while slots[slot] >= 0:
             slot = (slot + 1) & mask
         slots[slot] = entry

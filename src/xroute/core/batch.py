@@ -34,7 +34,7 @@ import numpy as np
 from xroute.core.batch_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo
 from xroute.core.errors import InvalidRoutingKey, XRouteError
 from xroute.core.headers import check_headers
-from xroute.core.keys import MAX_KEY_BYTES, arrow_keys_fit, check_routing_key
+from xroute.core.keys import MAX_KEY_BYTES, check_routing_key
 from xroute.core.model import Binding, Exchange
 from xroute.core.topology import DEFAULT_EXCHANGE, Topology
 from xroute.engines.compiled import utf8_buffers
@@ -491,8 +491,12 @@ class BatchRouter:
                 except XRouteError as error:
                     errors[i] = error
             return keys
-        if arrow_keys_fit(arrow):
-            return arrow
+        if not arrow.null_count:
+            # `arrow_keys_fit` from the offsets: a NumPy pass, where Arrow's compute calls
+            # cost a third of a warm batch of 1,500 keys.
+            lengths = np.diff(utf8_buffers(arrow)[1])
+            if not len(lengths) or int(lengths.max()) <= MAX_KEY_BYTES:
+                return arrow
         import pyarrow.compute as pc
 
         # Only a null or an over-long key can fail check_routing_key; those few go through
