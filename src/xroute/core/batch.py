@@ -177,6 +177,7 @@ class BatchRouter:
         # Routes whose hits are to be counted when read, or before the next change.
         self._uncounted: weakref.WeakSet[BatchRoutes] = weakref.WeakSet()
         self._names_changed = False  # a queue or an exchange was declared or deleted
+        self._changes = 0  # changes told so far: hits left for later must see none
         self._lock = threading.RLock()
         self._per_thread = threading.local()
         topology.watch(self)
@@ -191,6 +192,7 @@ class BatchRouter:
             for routes in list(self._uncounted):
                 routes.count_hits()
             self._uncounted = weakref.WeakSet()
+            self._changes += 1
             if what == "binding":
                 # The routes of the exchanges from which ``name`` can be reached.
                 for start in [s for s, reach in self._reachable.items() if name in reach]:
@@ -348,20 +350,22 @@ class BatchRouter:
         if len(keyed):
             keyed_ok = keyed if not errors else keyed[[m not in errors for m in keyed.tolist()]]
             if len(keyed_ok):
-                later = partial(self._count_later, exchange, valid, keyed_ok)
+                later = partial(self._count_later, exchange, valid, keyed_ok, self._changes)
         routes = BatchRoutes(offsets, queue_ids, errors, hits, self.queues, later)
         if later is not None:
             with self._lock:
                 self._uncounted.add(routes)
         return routes
 
-    def _count_later(self, exchange: str, keys: Any, messages: np.ndarray,
+    def _count_later(self, exchange: str, keys: Any, messages: np.ndarray, changes: int,
                      hits: np.ndarray) -> None:
         """The hits of messages routed by key: the batch walk over the bindings (queues
         dropped), as the topology stands (the router calls it before any change)."""
         with self._lock:
+            if changes != self._changes:  # a change the router was not told of first
+                raise RuntimeError("BatchRoutes.hits: the topology changed since the route")
             self._sync_names()
-            self._walk(exchange, keys, messages, None, hits)
+            self._walk(exchange, keys, messages, None, hits, queues_wanted=False)
 
     def _route_by_key(
         self, exchange: str, keys: Any, messages: np.ndarray, errors: dict[int, XRouteError]
