@@ -38,7 +38,9 @@ REFUSED = -(1 << 30)
 class KeyMemo:
     """Routing key bytes -> answer number; answer number -> queue ids."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_keys: int = MEMO_MAX_KEYS, max_cells: int = MEMO_MAX_CELLS) -> None:
+        self.max_keys = max_keys
+        self.max_cells = max_cells
         self.clear()
 
     def clear(self) -> None:
@@ -50,20 +52,23 @@ class KeyMemo:
         self.entry_data = np.zeros(_START_SLOTS * 8, dtype=np.uint8)
         self.entries = 0
         self.used = 0
-        # Answers: a set of queue names (by content) -> its number; their ids, flat.
+        # Answers: a set of queue names (by content) -> its number; their ids, flat, in
+        # arrays with room to grow (``count`` answers, ``size`` ids used).
         self.answer_of: dict[frozenset[str], int] = {}
-        self.answer_starts = np.zeros(1, dtype=np.int64)
-        self.answer_ids = np.zeros(0, dtype=np.int32)
-        self._starts: list[int] = [0]
-        self._pending: list[int] = []  # ids of answers added since the arrays were made
+        self._answer_starts = np.zeros(_START_SLOTS, dtype=np.int64)
+        self._answer_ids = np.zeros(_START_SLOTS, dtype=np.int32)
+        self.count = 0
         self.cells = 0
+        # answers added by `answer` since `answers` last ran: their ends and their ids
+        self._pending_ends: list[int] = []
+        self._pending_ids: list[int] = []
 
     def __len__(self) -> int:
         return self.entries
 
     def probe(self, kernel: Any, data: np.ndarray, key_offsets: np.ndarray,
               messages: np.ndarray) -> tuple[np.ndarray, int]:
-        """Each message's answer (-1: not kept), and how many were not kept."""
+        """Each message's answer (`MISSING`: not kept), and how many were not kept."""
         answers = np.empty(len(messages), dtype=np.int32)
         if not self.entries:
             answers.fill(MISSING)
@@ -78,26 +83,44 @@ class KeyMemo:
         found = self.answer_of.get(names)
         if found is not None:
             return found
-        found = self.answer_of[names] = len(self._starts) - 1
+        found = self.answer_of[names] = self.count + len(self._pending_ends)
         # a list, made an array once per batch (an array per answer cost 2 µs: most of a
         # first pass where each key has an answer of its own)
-        self._pending += map(queue_index.__getitem__, names)
-        self._starts.append(self._starts[-1] + len(names))
-        self.cells += len(names)
+        self._pending_ids += map(queue_index.__getitem__, names)
+        self._pending_ends.append(self.cells + len(self._pending_ids))
         return found
 
+    def add_answers(self, offsets: np.ndarray, ids: np.ndarray) -> int:
+        """Keep ``len(offsets) - 1`` answers at once, answer ``i`` being ids
+        ``ids[offsets[i]:offsets[i + 1]]`` (as `TopicMatcher.match_many_ids` gives them, one
+        per key, not looked up by content); the number of the first."""
+        self.answers()
+        first = self.count
+        self._append(self.cells + offsets[1:], ids)
+        return first
+
     def answers(self) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ids) of every answer so far."""
-        if len(self.answer_starts) != len(self._starts):  # answers came (some may be empty)
-            self.answer_ids = np.concatenate(
-                [self.answer_ids, np.array(self._pending, dtype=np.int32)])
-            self.answer_starts = np.array(self._starts, dtype=np.int64)
-            self._pending = []
-        return self.answer_starts, self.answer_ids
+        """(starts, ids) of every answer so far: views, valid until answers are added."""
+        if self._pending_ends:
+            ends = np.array(self._pending_ends, dtype=np.int64)
+            ids = np.array(self._pending_ids, dtype=np.int32)
+            self._pending_ends, self._pending_ids = [], []
+            self._append(ends, ids)
+        return self._answer_starts[: self.count + 1], self._answer_ids[: self.cells]
+
+    def _append(self, ends: np.ndarray, ids: np.ndarray) -> None:
+        count, cells = self.count + len(ends), self.cells + len(ids)
+        if count + 1 > len(self._answer_starts):
+            self._answer_starts = _grown(self._answer_starts, count + 1)
+        if cells > len(self._answer_ids):
+            self._answer_ids = _grown(self._answer_ids, cells)
+        self._answer_starts[self.count + 1 : count + 1] = ends
+        self._answer_ids[self.cells : cells] = ids
+        self.count, self.cells = count, cells
 
     def make_room(self, keys: int) -> bool:
         """Whether the memo had to start again empty to keep ``keys`` more (past a bound)."""
-        if self.entries + keys > MEMO_MAX_KEYS or self.cells > MEMO_MAX_CELLS:
+        if self.entries + keys > self.max_keys or self.cells > self.max_cells:
             self.clear()
             return True
         return False
