@@ -23,21 +23,28 @@ from the one the batch is published to (through exchange-to-exchange bindings or
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from xroute.core.batch_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo
 from xroute.core.errors import InvalidRoutingKey, XRouteError
 from xroute.core.headers import check_headers
-from xroute.core.keys import MAX_KEY_BYTES, arrow_keys_fit, check_routing_key
+from xroute.core.keys import MAX_KEY_BYTES, check_routing_key
 from xroute.core.model import Binding, Exchange
 from xroute.core.topology import DEFAULT_EXCHANGE, Topology
+from xroute.engines.compiled import utf8_buffers
 from xroute.exchanges import STANDARD_TYPES
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
+_EMPTY_ANSWERS = np.zeros(0, dtype=np.int32)
+_EMPTY_QUEUES = np.zeros(0, dtype=np.int32)
+_ONE_START = np.zeros(1, dtype=np.int64)
+EMPTY_NAMES: frozenset[str] = frozenset()
 
 
 class _IdTables(NamedTuple):
@@ -49,7 +56,6 @@ class _IdTables(NamedTuple):
     exchange: np.ndarray  # int32
 
 
-@dataclass
 class BatchRoutes:
     """Where each message of a batch went.
 
@@ -58,16 +64,49 @@ class BatchRoutes:
     refused, with the error `Topology.route_message` raises for it, and has no queues.
     ``hits[b]`` counts the messages that matched binding ``BatchRouter.bindings[b]`` at an
     exchange they visited.
+
+    ``hits`` may be worked out when first read (issue 36 allows it): the messages routed by
+    key alone are matched against the bindings only then, as they were routed (the router
+    works them out before any binding change).
     """
 
-    offsets: np.ndarray
-    queue_ids: np.ndarray
-    errors: dict[int, XRouteError]
-    hits: np.ndarray
-    queue_names: Sequence[str] = field(repr=False, default=())
+    __slots__ = ("offsets", "queue_ids", "errors", "queue_names", "_hits", "_later",
+                 "__weakref__")
+
+    def __init__(
+        self,
+        offsets: np.ndarray,
+        queue_ids: np.ndarray,
+        errors: dict[int, XRouteError],
+        hits: np.ndarray,
+        queue_names: Sequence[str] = (),
+        later: Callable[[np.ndarray], None] | None = None,
+    ) -> None:
+        self.offsets = offsets
+        self.queue_ids = queue_ids
+        self.errors = errors
+        self.queue_names = queue_names
+        self._hits = hits
+        # Adds the hits not counted yet to the array it is given, once.
+        self._later = later
+
+    @property
+    def hits(self) -> np.ndarray:
+        """Messages per binding of `BatchRouter.bindings` (see the class)."""
+        self.count_hits()
+        return self._hits
+
+    def count_hits(self) -> None:
+        """Count the hits left for later now (the router calls it before a binding change)."""
+        later, self._later = self._later, None
+        if later is not None:
+            later(self._hits)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+    def __repr__(self) -> str:
+        return f"BatchRoutes(messages={len(self)}, pairs={len(self.queue_ids)})"
 
     def counts(self) -> np.ndarray:
         """The number of queues each message reached (0: unroutable, or refused)."""
@@ -82,8 +121,17 @@ class BatchRoutes:
 class BatchRouter:
     """Routes batches of messages through a `Topology`, equal to `Topology.route_message`.
 
-    The router numbers the topology's queues and bindings when it is made: make a new one
-    after the topology changes.
+    The router follows the topology's changes (it watches it: `Topology.watch`). A binding
+    made gets the next number in `bindings`; a binding removed keeps its number (its hits stay
+    0), as a queue or exchange declared later is numbered after the others. What a change
+    can alter is dropped, not rebuilt: the key memo of the exchanges whose routes it may
+    change, and a topic exchange's id tables are patched for the ids that changed.
+
+    Messages without headers that matter (no ``CC``/``BCC``, no headers exchange on their
+    way) are routed by key: a key memo per exchange (`xroute.core.batch_memo`) answers keys
+    seen before in one compiled loop, and the others are routed once each by
+    `Topology.route` (its route cache and first-route path, as single routes), then kept. Their
+    hits are counted when read (`BatchRoutes.hits`).
     """
 
     def __init__(self, topology: Topology) -> None:
@@ -94,27 +142,123 @@ class BatchRouter:
         self._exchange_index = {exchange.name: i for i, exchange in enumerate(self._exchanges)}
         self._queue_index = {name: i for i, name in enumerate(self.queues)}
         self._binding_index = {binding: i for i, binding in enumerate(self.bindings)}
-        # Per binding: the queue it leads to (or -1), the exchange it leads to (or -1).
-        to_queue = np.full(len(self.bindings), -1, dtype=np.int32)
-        to_exchange = np.full(len(self.bindings), -1, dtype=np.int32)
+        # Per binding: the queue it leads to (or -1), the exchange it leads to (or -1); room
+        # is kept for bindings to come (a binding made is added, not the tables rebuilt).
+        count = len(self.bindings)
+        to_queue = np.full(max(count, 16), -1, dtype=np.int32)
+        to_exchange = np.full(max(count, 16), -1, dtype=np.int32)
+        # exchange -> the exchanges its bindings lead to, with how many bindings each
+        self._leads_to: dict[str, dict[str, int]] = {}
         for i, binding in enumerate(self.bindings):
             kind, name = binding.destination
             if kind == "queue":
                 to_queue[i] = self._queue_index[name]
             else:
                 to_exchange[i] = self._exchange_index[name]
+                into = self._leads_to.setdefault(binding.source, {})
+                into[name] = into.get(name, 0) + 1
         # Matches given as binding indices (every exchange type but topic) use these tables.
-        self._by_binding = _IdTables(np.arange(len(self.bindings), dtype=np.int64), to_queue,
+        self._by_binding = _IdTables(np.arange(len(to_queue), dtype=np.int64), to_queue,
                                      to_exchange)
         # Per exchange published to: whether an exchange of another type can be reached from
-        # it (then every message goes through Topology.route_message).
+        # it (then every message goes through Topology.route_message), whether a headers
+        # exchange can (then headers decide), and the exchanges it can reach.
         self._plugin_reachable: dict[str, bool] = {}
+        self._headers_reachable: dict[str, bool] = {}
+        self._reachable: dict[str, frozenset[str]] = {}
         #: Whether routing may read the messages' basic properties (the pipeline then reads
         #: its message_id, correlation_id and timestamp columns).
         self.reads_properties = any(x.type not in STANDARD_TYPES for x in self._exchanges)
-        # Per topic exchange: its matcher's ids version and their tables (rebuilt if ids change).
+        # Per topic exchange: its matcher's ids version and their tables (patched or rebuilt
+        # when ids change).
         self._id_tables: dict[str, tuple[int, _IdTables]] = {}
+        # Per exchange published to: its key memo (routes of messages by key alone).
+        self._memos: dict[str, KeyMemo] = {}
+        # Routes whose hits are to be counted when read, or before the next change.
+        self._uncounted: weakref.WeakSet[BatchRoutes] = weakref.WeakSet()
+        self._names_changed = False  # a queue or an exchange was declared or deleted
+        self._changes = 0  # changes told so far: hits left for later must see none
+        self._lock = threading.RLock()
         self._per_thread = threading.local()
+        topology.watch(self)
+
+    # ------------------------------------------------------------------ following changes
+
+    def topology_changing(self, what: str, name: str) -> None:
+        """Told by the topology before a change (`Topology.watch`): count the hits left for
+        later while the bindings are still as they were routed, and drop what the change may
+        alter."""
+        with self._lock:
+            for routes in list(self._uncounted):
+                routes.count_hits()
+            self._uncounted = weakref.WeakSet()
+            self._changes += 1
+            if what == "binding":
+                # The routes of the exchanges from which ``name`` can be reached.
+                for start in [s for s, reach in self._reachable.items() if name in reach]:
+                    self._memos.pop(start, None)
+                self._memos.pop(name, None)
+                return
+            if what == "queue":
+                self._memos.pop(DEFAULT_EXCHANGE, None)  # routes to a queue by its name
+            else:
+                self._memos.clear()
+                self._reachable.clear()
+                self._plugin_reachable.clear()
+                self._headers_reachable.clear()
+            self._names_changed = True
+
+    def binding_changed(self, binding: Binding, added: bool) -> None:
+        """Told by the topology after a binding was made or removed (`Topology.watch`)."""
+        with self._lock:
+            kind, name = binding.destination
+            if kind == "exchange":
+                into = self._leads_to.setdefault(binding.source, {})
+                into[name] = into.get(name, 0) + (1 if added else -1)
+                if not into[name]:
+                    del into[name]
+                # Which exchange reaches which changed: work it out again.
+                self._reachable.clear()
+                self._plugin_reachable.clear()
+                self._headers_reachable.clear()
+                self._memos.clear()
+            if not added or binding in self._binding_index:
+                return  # a removed binding keeps its number (the same binding made again too)
+            self._sync_names()
+            index = len(self.bindings)
+            self.bindings.append(binding)
+            self._binding_index[binding] = index
+            tables = self._by_binding
+            if index >= len(tables.queue):
+                size = 2 * len(tables.queue)
+                tables = self._by_binding = _IdTables(
+                    np.arange(size, dtype=np.int64), _grown(tables.queue, size),
+                    _grown(tables.exchange, size))
+            if kind == "queue":
+                tables.queue[index] = self._queue_index[name]
+            else:
+                tables.exchange[index] = self._exchange_index[name]
+
+    def _sync_names(self) -> None:
+        """Number the queues and exchanges declared since (numbers are never reused)."""
+        if not self._names_changed:
+            return
+        self._names_changed = False
+        for name in self.topology.queues:
+            if name not in self._queue_index:
+                self._queue_index[name] = len(self.queues)
+                self.queues.append(name)
+        exchanges = self.topology.exchanges
+        for name in [n for n in self._exchange_index if n not in exchanges]:
+            del self._exchange_index[name]  # deleted: its slot stays, unused
+        for name, exchange in exchanges.items():
+            index = self._exchange_index.get(name)
+            if index is None:
+                self._exchange_index[name] = len(self._exchanges)
+                self._exchanges.append(exchange)
+            else:
+                self._exchanges[index] = exchange  # deleted and declared again
+        self.reads_properties = any(x.type not in STANDARD_TYPES for x in exchanges.values())
 
     # ------------------------------------------------------------------ the public call
 
@@ -135,6 +279,8 @@ class BatchRouter:
         """
         # The exchange-level checks of route_message, with its own errors and messages.
         self.topology.check_publish(exchange)
+        with self._lock:
+            self._sync_names()
         size = len(keys)
         errors: dict[int, XRouteError] = {}
         valid = self._valid_keys(keys, errors)
@@ -147,13 +293,17 @@ class BatchRouter:
             offsets = np.zeros(size + 1, dtype=np.int64)
             np.cumsum(np.bincount(rows, minlength=size), out=offsets[1:])
             return BatchRoutes(offsets, queue_ids.astype(np.int32, copy=False), errors, hits,
-                           self.queues)
+                               self.queues)
         fast = np.ones(size, dtype=bool)
-        fast[list(errors)] = False
+        if errors:
+            fast[list(errors)] = False
         checked: list[dict[str, Any]] | None = None
         slow: list[int] = []
+        by_key = fast  # messages whose headers do not matter: routed by key alone
         if headers is not None:
             checked = [{}] * size
+            headers_matter = self._reaches_headers(exchange)
+            by_key = fast.copy()
             # Messages often share one headers object: check each object once.
             verdicts: dict[int, Any] = {}
             for i, table in enumerate(headers):
@@ -168,14 +318,23 @@ class BatchRouter:
                     verdicts[id(table)] = verdict
                 if isinstance(verdict, XRouteError):
                     errors[i] = verdict
-                    fast[i] = False
+                    fast[i] = by_key[i] = False
                     continue
                 checked[i] = verdict
                 if "CC" in verdict or "BCC" in verdict:
                     slow.append(i)
-                    fast[i] = False
+                    fast[i] = by_key[i] = False
+                elif headers_matter and verdict:
+                    by_key[i] = False
+            fast &= ~by_key
+        else:
+            fast = np.zeros(size, dtype=bool)
         hits = np.zeros(len(self.bindings), dtype=np.int64)
-        rows, queue_ids = self._walk(exchange, valid, np.flatnonzero(fast), checked, hits)
+        keyed = np.flatnonzero(by_key)
+        answers, answer_starts, answer_ids = self._route_by_key(exchange, valid, keyed, errors)
+        walked = np.flatnonzero(fast)
+        rows, queue_ids = self._walk(exchange, valid, walked, checked, hits) if len(walked) \
+            else (_EMPTY_IDS, _EMPTY_IDS)
         if slow:
             more_rows, more_ids = self._route_one_by_one(
                 exchange, valid, headers, slow, errors, hits
@@ -185,35 +344,140 @@ class BatchRouter:
                 np.concatenate([queue_ids, more_ids]),
                 len(self.queues),
             )
-        # The pairs come sorted by message (`_walk`, `_unique_pairs`): each message's start
-        # is a binary search, not a count over every pair (2.5 times faster at 180k pairs).
-        offsets = np.searchsorted(rows, np.arange(size + 1, dtype=np.int64))
-        return BatchRoutes(offsets, queue_ids.astype(np.int32, copy=False), errors, hits,
-                           self.queues)
+        offsets, queue_ids = _merge(size, keyed, answers, answer_starts, answer_ids, rows,
+                                    queue_ids)
+        later = None
+        if len(keyed):
+            keyed_ok = keyed if not errors else keyed[[m not in errors for m in keyed.tolist()]]
+            if len(keyed_ok):
+                later = partial(self._count_later, exchange, valid, keyed_ok, self._changes)
+        routes = BatchRoutes(offsets, queue_ids, errors, hits, self.queues, later)
+        if later is not None:
+            with self._lock:
+                self._uncounted.add(routes)
+        return routes
+
+    def _count_later(self, exchange: str, keys: Any, messages: np.ndarray, changes: int,
+                     hits: np.ndarray) -> None:
+        """The hits of messages routed by key: the batch walk over the bindings (queues
+        dropped), as the topology stands (the router calls it before any change)."""
+        with self._lock:
+            if changes != self._changes:  # a change the router was not told of first
+                raise RuntimeError("BatchRoutes.hits: the topology changed since the route")
+            self._sync_names()
+            self._walk(exchange, keys, messages, None, hits, queues_wanted=False)
+
+    def _route_by_key(
+        self, exchange: str, keys: Any, messages: np.ndarray, errors: dict[int, XRouteError]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each message's answer number, and the answers' (starts, queue ids): from the key
+        memo, else `Topology.route` once per distinct key (then kept)."""
+        if not len(messages):
+            return _EMPTY_ANSWERS, _ONE_START, _EMPTY_QUEUES
+        kernel = _kernel()
+        if isinstance(keys, list):
+            # Keys given as str: through Arrow, whose buffers the kernel reads.
+            import pyarrow as pa
+
+            keys_here = pa.array([keys[m] for m in messages.tolist()], type=pa.string())
+            data, key_offsets = utf8_buffers(keys_here)
+            probed = np.arange(len(messages), dtype=np.int64)
+        else:
+            keys_here = keys
+            data, key_offsets = utf8_buffers(keys)
+            probed = messages
+        with self._lock:
+            memo = self._memos.get(exchange)
+            if memo is None:
+                memo = self._memos[exchange] = KeyMemo()
+                self._reachable_from(exchange)
+            answers, missed = memo.probe(kernel, data, key_offsets, probed)
+            if missed:
+                if memo.make_room(missed):
+                    answers.fill(-1)  # it started again: every key is new to it
+                lost = np.flatnonzero(answers == MISSING)
+                lost_at = probed[lost]
+                if 4 * len(lost) >= len(keys_here):  # most of them: one conversion
+                    every = keys_here.to_pylist()
+                    lost_keys = every if len(lost) == len(every) else [
+                        every[i] for i in lost_at.tolist()]
+                else:
+                    lost_keys = [keys_here[i].as_py() for i in lost_at.tolist()]
+                route = self.topology.route
+                queue_index = self._queue_index
+                answer, answer_of = memo.answer, memo.answer_of
+                found: dict[str, int] = {}
+                refused: list[XRouteError] = []  # answer REFUSED - i: refused with refused[i]
+                numbers = []
+                for key in lost_keys:
+                    number = found.get(key)
+                    if number is None:
+                        try:
+                            names = route(exchange, key)
+                        except XRouteError as error:
+                            number = REFUSED - len(refused)
+                            refused.append(error)
+                        else:
+                            if len(names) == 1:  # most keys of most shapes: its queue's id
+                                for name in names:
+                                    number = ONE_QUEUE - queue_index[name]
+                            else:
+                                number = answer_of.get(names)
+                                if number is None:
+                                    number = answer(names, queue_index)
+                        found[key] = number
+                    numbers.append(number)
+                numbers_array = np.array(numbers, dtype=np.int32)
+                answers[lost] = numbers_array
+                kept = numbers_array > REFUSED
+                if refused:
+                    for i in np.flatnonzero(~kept).tolist():
+                        errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers_array[i])]
+                    answers[lost[~kept]] = answer(EMPTY_NAMES, queue_index)
+                    lost, lost_at, numbers_array = lost[kept], lost_at[kept], numbers_array[kept]
+                memo.insert(kernel, data, key_offsets, lost_at, numbers_array)
+            starts, ids = memo.answers()
+        return answers, starts, ids
+
+    def _reachable_from(self, exchange: str) -> frozenset[str]:
+        """The exchanges a message published to ``exchange`` may visit, itself included
+        (every binding to an exchange and every alternate followed, declared or not)."""
+        found = self._reachable.get(exchange)
+        if found is not None:
+            return found
+        exchanges = self.topology.exchanges
+        seen, pending = {exchange}, [exchange]
+        while pending:
+            name = pending.pop()
+            following = set(self._leads_to.get(name, ()))
+            here = exchanges.get(name)
+            if here is not None and here.alternate_exchange is not None:
+                following.add(here.alternate_exchange)
+            pending += [n for n in following - seen]
+            seen |= following
+        found = self._reachable[exchange] = frozenset(seen)
+        return found
 
     def _reaches_a_plugin_type(self, exchange: str) -> bool:
         """Whether a message published to ``exchange`` may meet an exchange whose type is not
         one of `STANDARD_TYPES` (following every binding to an exchange and every alternate)."""
         found = self._plugin_reachable.get(exchange)
-        if found is not None:
-            return found
-        exchanges = self.topology.exchanges
-        leads_to: dict[str, set[str]] = {}
-        for binding in self.bindings:
-            if binding.destination.kind == "exchange":
-                leads_to.setdefault(binding.source, set()).add(binding.destination.name)
-        seen, pending, found = {exchange}, [exchange], False
-        while pending and not found:
-            here = exchanges.get(pending.pop())
-            if here is None:
-                continue
-            found = here.type not in STANDARD_TYPES
-            following = set(leads_to.get(here.name, ()))
-            if here.alternate_exchange is not None:
-                following.add(here.alternate_exchange)
-            pending += [name for name in following - seen]
-            seen |= following
-        self._plugin_reachable[exchange] = found
+        if found is None:
+            exchanges = self.topology.exchanges
+            found = self._plugin_reachable[exchange] = any(
+                name in exchanges and exchanges[name].type not in STANDARD_TYPES
+                for name in self._reachable_from(exchange))
+        return found
+
+    def _reaches_headers(self, exchange: str) -> bool:
+        """Whether a message published to ``exchange`` may meet a headers exchange (then its
+        headers may change its route; else only CC and BCC do)."""
+        found = self._headers_reachable.get(exchange)
+        if found is None:
+            exchanges = self.topology.exchanges
+            found = self._headers_reachable[exchange] = any(
+                name in exchanges and exchanges[name].type == "headers"
+                for name in self._reachable_from(exchange))
         return found
 
     # ------------------------------------------------------------------ validation
@@ -231,8 +495,12 @@ class BatchRouter:
                 except XRouteError as error:
                     errors[i] = error
             return keys
-        if arrow_keys_fit(arrow):
-            return arrow
+        if not arrow.null_count:
+            # `arrow_keys_fit` from the offsets: a NumPy pass, where Arrow's compute calls
+            # cost a third of a warm batch of 1,500 keys.
+            lengths = np.diff(utf8_buffers(arrow)[1])
+            if not len(lengths) or int(lengths.max()) <= MAX_KEY_BYTES:
+                return arrow
         import pyarrow.compute as pc
 
         # Only a null or an over-long key can fail check_routing_key; those few go through
@@ -256,9 +524,10 @@ class BatchRouter:
         messages: np.ndarray,
         headers: list[dict[str, Any]] | None,
         hits: np.ndarray,
+        queues_wanted: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(message, queue) pairs for ``messages``, each walked as Topology._walk does, sorted
-        by message (``messages`` is ascending)."""
+        by message (``messages`` is ascending); only the hits if not ``queues_wanted``."""
         found: list[tuple[np.ndarray, np.ndarray]] = []
         size = len(keys)
         start = self._exchange_index[exchange]
@@ -277,10 +546,11 @@ class BatchRouter:
                 if python_keys is None:
                     python_keys = _as_list(keys)
                 queue_index = self._queue_index
+                declared = self.topology.queues  # a deleted queue keeps its number
                 pairs = [
                     (m, queue_index[python_keys[m]])
                     for m in here.tolist()
-                    if python_keys[m] in queue_index
+                    if python_keys[m] in declared
                 ]
                 if pairs:
                     rows, queues = zip(*pairs)
@@ -291,7 +561,10 @@ class BatchRouter:
             group_queues, queue_starts, group_exchanges, exchange_starts = kernel.expand_groups(
                 key_of, offsets, ids, *tables, hits, self._id_hits(len(tables.binding)),
                 len(self.queues), len(self._exchanges))
-            rows, queues = _pairs(kernel, here, key_of, group_queues, queue_starts)
+            if queues_wanted:
+                rows, queues = _pairs(kernel, here, key_of, group_queues, queue_starts)
+            else:
+                rows = queues = _EMPTY_IDS
             exchange_rows, targets = _pairs(kernel, here, key_of, group_exchanges,
                                             exchange_starts)
             if len(rows):
@@ -380,6 +653,13 @@ class BatchRouter:
         cached = self._id_tables.get(name)
         if cached is not None and cached[0] == version:
             return cached[1]
+        if cached is not None:
+            changed = matcher.ids_changed_since(cached[0])
+            if changed is not None and len(changed) < len(cached[1].binding):
+                # A few bindings made or removed: only their ids are written again.
+                tables = self._patched(cached[1], changed, matcher)
+                self._id_tables[name] = (version, tables)
+                return tables
         binding = np.array(
             [self._binding_index[d] if d is not None else -1 for d in matcher.destinations()],
             dtype=np.int64,
@@ -391,6 +671,23 @@ class BatchRouter:
         exchange[bound] = self._by_binding.exchange[binding[bound]]
         tables = _IdTables(binding, queue, exchange)
         self._id_tables[name] = (version, tables)
+        return tables
+
+    def _patched(self, tables: _IdTables, changed: list[int], matcher: Any) -> _IdTables:
+        """``tables`` with the ids in ``changed`` written again (grown if an id is new)."""
+        top = max(changed) + 1
+        if top > len(tables.binding):
+            size = max(top, 2 * len(tables.binding))
+            tables = _IdTables(_grown(tables.binding, size), _grown(tables.queue, size),
+                               _grown(tables.exchange, size))
+        index = self._binding_index
+        by_binding = self._by_binding
+        for i in changed:
+            destination = matcher.destination_of(i)
+            b = -1 if destination is None else index[destination]
+            tables.binding[i] = b
+            tables.queue[i] = by_binding.queue[b] if b >= 0 else -1
+            tables.exchange[i] = by_binding.exchange[b] if b >= 0 else -1
         return tables
 
     # ------------------------------------------------------------------ one by one
@@ -435,6 +732,38 @@ class BatchRouter:
                 rows.append(m)
                 queues.append(queue_index[name])
         return np.array(rows, dtype=np.int64), np.array(queues, dtype=np.int64)
+
+
+def _merge(
+    size: int, keyed: np.ndarray, answers: np.ndarray, answer_starts: np.ndarray,
+    answer_ids: np.ndarray, rows: np.ndarray, queue_ids: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and queue ids of a batch: messages ``keyed`` have answers (numbers into
+    ``answer_starts`` and ``answer_ids``), the others (message, queue) pairs sorted by
+    message."""
+    counts = np.zeros(size, dtype=np.int64)
+    if len(keyed):
+        # an answer of one queue is the queue itself (`ONE_QUEUE`): one id
+        sizes = np.diff(answer_starts, append=answer_starts[-1])  # one more: never empty
+        counts[keyed] = np.where(answers >= 0, sizes[np.maximum(answers, 0)], 1)
+    if len(rows):
+        counts += np.bincount(rows, minlength=size)
+    offsets = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    into = np.empty(int(offsets[-1]), dtype=np.int32)
+    if len(keyed):
+        _kernel().write_answers(answers, answer_starts, answer_ids, offsets[keyed], into)
+    if len(rows):
+        rank = np.arange(len(rows)) - np.searchsorted(rows, rows)  # within its message
+        into[offsets[rows] + rank] = queue_ids
+    return offsets, into
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """``array`` grown to ``size``, the new part -1 (none)."""
+    grown = np.full(size, -1, dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown
 
 
 def _unique_pairs(

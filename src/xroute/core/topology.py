@@ -4,6 +4,7 @@ exchanges, the default exchange)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -203,9 +204,23 @@ class Topology:
         # whether routes need its properties or keep it, without looking at every exchange.
         self._plugin_exchanges = 0
         self._history_exchanges = 0
+        # Whoever keeps state derived from the routes (a `BatchRouter`), told of each change
+        # (`watch`); weak, so a dropped router is forgotten.
+        self._watchers: weakref.WeakSet[Any] = weakref.WeakSet()
         self._exchanges[DEFAULT_EXCHANGE] = Exchange(DEFAULT_EXCHANGE, "direct", None)
         for name, type_name in STANDARD_EXCHANGES.items():
             self.declare_exchange(name, type_name)
+
+    def watch(self, watcher: Any) -> None:
+        """Tell ``watcher`` (held weakly) of every change to the routes: its
+        ``topology_changing(what, name)`` before the change (``what`` is "binding" with the
+        source exchange's name, "exchange" or "queue"), and its ``binding_changed(binding,
+        added)`` after a binding is made or removed."""
+        self._watchers.add(watcher)
+
+    def _changing(self, what: str, name: str) -> None:
+        for watcher in list(self._watchers):
+            watcher.topology_changing(what, name)
 
     # ----------------------------------------------------------------- declaring
 
@@ -258,6 +273,8 @@ class Topology:
             raise AccessRefused(f"exchange name {name!r} is reserved: names beginning 'amq.'")
         if alternate == DEFAULT_EXCHANGE:
             alternate = None  # as RabbitMQ: the default exchange is never an alternate
+        if self._watchers:
+            self._changing("exchange", name)
         self._exchanges[name] = Exchange(
             name, exchange_type, kind, durable, auto_delete, internal, arguments, alternate
         )
@@ -286,6 +303,8 @@ class Topology:
         arguments = _arguments(arguments, f"queue {name!r}")
         frozen_arguments(arguments)
         if name not in self._queues:
+            if self._watchers:
+                self._changing("queue", name)
             self._queues[name] = Queue(name, durable, auto_delete, shared_arguments(arguments))
             if self._route_cache is not None:
                 self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
@@ -295,6 +314,8 @@ class Topology:
         self._exchange(name, "delete_exchange")
         if name == DEFAULT_EXCHANGE or name in STANDARD_EXCHANGES:
             raise AccessRefused(f"exchange {name!r} is built in and cannot be deleted")
+        if self._watchers:
+            self._changing("exchange", name)
         for binding in list(self._bindings.values()):
             if binding.source == name or binding.destination == ("exchange", name):
                 self._remove(binding)
@@ -307,6 +328,8 @@ class Topology:
         """Delete a queue and every binding to it."""
         if name not in self._queues:
             raise UnknownQueue(name, "delete_queue")
+        if self._watchers:
+            self._changing("queue", name)
         for binding in list(self._bindings.values()):
             if binding.destination == ("queue", name):
                 self._remove(binding)
@@ -399,8 +422,14 @@ class Topology:
         kept = getattr(exchange.kind, "replay", None)
         replays = self._replays(source, kept(target), target) if kept is not None else []
         binding = Binding(source, target, routing_key, shared_arguments(arguments))
+        watchers = self._watchers
+        if watchers:
+            self._changing("binding", source)
         exchange.kind.bind(binding)
         self._bindings[identity] = binding
+        if watchers:
+            for watcher in list(watchers):
+                watcher.binding_changed(binding, True)
         if self._route_cache is not None:
             self._route_cache.binding_changed(source, exchange.type, routing_key)
         return replays
@@ -470,12 +499,18 @@ class Topology:
 
     def _remove(self, binding: Binding) -> None:
         exchange = self._exchanges[binding.source]
+        watchers = self._watchers
+        if watchers:
+            self._changing("binding", binding.source)
         exchange.kind.unbind(binding)
         self._destinations.clear()
         if self._route_cache is not None:
             self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
         frozen = frozen_arguments(binding.arguments) if binding.arguments else ()
         del self._bindings[(binding.source, binding.destination, binding.routing_key, frozen)]
+        if watchers:
+            for watcher in list(watchers):
+                watcher.binding_changed(binding, False)
 
     # ----------------------------------------------------------------- looking
 

@@ -333,7 +333,7 @@ def exact_key_table(
     return table, (starts, np.array(numbers, dtype=np.int32))
 
 
-def _utf8_buffers(keys: Any) -> tuple[np.ndarray, np.ndarray]:
+def utf8_buffers(keys: Any) -> tuple[np.ndarray, np.ndarray]:
     """The UTF-8 bytes and the offsets of each key (Arrow's string layout), without copies
     for an Arrow array; a list of str goes through Arrow first."""
     import pyarrow as pa
@@ -345,6 +345,9 @@ def _utf8_buffers(keys: Any) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.frombuffer(buffers[1], dtype=offset_type)[keys.offset : keys.offset + len(keys) + 1]
     data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
     return data, offsets
+
+
+_utf8_buffers = utf8_buffers
 
 
 class BatchKernel:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from xroute.core.batch_memo import MISSING, KeyMemo
 from xroute.core.errors import (
     BindingNotFound,
     InvalidArguments,
@@ -31,6 +32,14 @@ DEFAULT_ENGINE = "auto"
 # A batch's distinct answer of at most this many destinations becomes ids as a Python list
 # (see `TopicMatcher._flatten`); a larger one as an array.
 FLATTEN_LIST_MAX = 64
+# A batch of fewer keys skips the key memo (its probe and copy cost more than they save).
+MEMO_MIN_BATCH = 32
+# The memo's bounds here: a key's answer is kept per key, so a broadcast's 10k ids are kept
+# once per key (32 MB of ids at the bound).
+MEMO_MAX_KEYS = 1 << 20
+MEMO_MAX_CELLS = 8_000_000
+# Id changes remembered for `TopicMatcher.ids_changed_since` (8 bytes each).
+ID_LOG_MAX = 1 << 16
 
 
 class TopicMatcher:
@@ -76,6 +85,13 @@ class TopicMatcher:
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
         self._ids_version = 0
+        # Batch keys -> their ids (`xroute.core.batch_memo`), from the first Arrow batch of
+        # `MEMO_MIN_BATCH` keys on; dropped on every binding change.
+        self._memo: KeyMemo | None = None
+        # The ids that changed, in order, from version ``_id_log_base`` on (bounded): a table
+        # kept by id is patched for these, not rebuilt (`ids_changed_since`).
+        self._id_log: list[int] = []
+        self._id_log_base = 0
         # An engine with a native batch path returns our ids directly (see match_many_ids), so
         # it needs them from the start; for the others they are kept only from the first batch
         # call on, and a matcher used key by key never pays for them (about 12 MB at 100k
@@ -106,6 +122,7 @@ class TopicMatcher:
         words = split_words(pattern)
         self._engine.add(words, destination)
         self._bindings.add(binding)
+        self._memo = None  # every key's answer may change: the next batch starts a new one
         self._count_destination(destination, +1)
         if self._cache is not None:
             self._cache.added(words, destination)
@@ -118,6 +135,7 @@ class TopicMatcher:
         words = split_words(pattern)
         self._engine.remove(words, destination)
         self._bindings.remove(binding)
+        self._memo = None
         self._count_destination(destination, -1)
         if self._cache is not None:
             self._cache.removed(words, destination)
@@ -177,6 +195,43 @@ class TopicMatcher:
         """
         keys = _batch_keys(keys)
         self._keep_ids()
+        if isinstance(keys, list) or len(keys) < MEMO_MIN_BATCH:
+            return self._match_ids(keys)
+        return self._match_ids_memo(keys)
+
+    def _match_ids_memo(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
+        """`match_many_ids` of an Arrow batch through the key memo: keys answered since the
+        last binding change are probed and copied in one compiled loop, the others matched by
+        the engine (`_match_ids`) and kept."""
+        from xroute.core import _batch_kernel as kernel  # numba, loaded on the first batch
+        from xroute.engines.compiled import utf8_buffers
+
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = KeyMemo(MEMO_MAX_KEYS, MEMO_MAX_CELLS)
+        data, key_offsets = utf8_buffers(keys)
+        everyone = np.arange(len(keys), dtype=np.int64)
+        answers, missed = memo.probe(kernel, data, key_offsets, everyone)
+        if missed:
+            if memo.make_room(missed):
+                answers.fill(MISSING)
+                missed = len(keys)
+            lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
+            offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
+            numbers = memo.add_answers(offsets, ids) + np.arange(len(lost), dtype=np.int32)
+            memo.insert(kernel, data, key_offsets, lost, numbers)
+            if missed == len(keys):
+                return offsets, ids  # every key was new: the engine's answer as it is
+            answers[lost] = numbers
+        starts, ids = memo.answers()
+        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(np.diff(starts)[answers], out=offsets[1:])
+        found = np.empty(int(offsets[-1]), dtype=np.int32)
+        kernel.write_answers(answers, starts, ids, offsets, found)
+        return offsets, found
+
+    def _match_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
+        """`match_many_ids` of validated keys, by the engine (no memo)."""
         native = getattr(self._engine, "match_many_ids", None)
         if native is not None:
             found = native(keys)  # None: the engine prefers the generic path for this batch
@@ -201,6 +256,18 @@ class TopicMatcher:
         destination: a table built from `destinations` holds while it stays the same."""
         self._keep_ids()
         return self._ids_version
+
+    def ids_changed_since(self, version: int) -> list[int] | None:
+        """The ids that gained or lost their destination since `ids_version` was
+        ``version`` (repeats possible), or None if that is too long ago to say."""
+        if version < self._id_log_base or version > self._ids_version:
+            return None
+        return self._id_log[version - self._id_log_base :]
+
+    def destination_of(self, number: int) -> Any:
+        """The destination of id ``number`` (None if it has none now): `destinations`'s
+        entry, without the copy of the list."""
+        return self._by_id[number] if number < len(self._by_id) else None
 
     def bindings(self) -> Iterator[tuple[str, Hashable]]:
         """Every (pattern, destination) pair bound."""
@@ -239,12 +306,22 @@ class TopicMatcher:
                 else:
                     self._by_id[new_id] = destination
                 self._id_of[destination] = new_id
+                self._log_id(new_id)
             return
         del self._refs[destination]
         self._ids_version += 1
         old_id = self._id_of.pop(destination)
         self._by_id[old_id] = None
         self._free_ids.append(old_id)
+        self._log_id(old_id)
+
+    def _log_id(self, number: int) -> None:
+        log = self._id_log
+        log.append(number)
+        if len(log) > ID_LOG_MAX:  # forget the older half: a reader that far behind rebuilds
+            drop = len(log) // 2
+            del log[:drop]
+            self._id_log_base += drop
 
     def _flatten(self, results: list[frozenset]) -> tuple[np.ndarray, np.ndarray]:
         # Engines that remember (dfa, auto's memo, bitmap, the route cache) hand the same

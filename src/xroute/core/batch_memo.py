@@ -1,0 +1,159 @@
+"""`KeyMemo`: one exchange's routing keys -> the queue ids a message published with that key
+and no headers reaches, for `xroute.core.batch.BatchRouter`'s warm batches.
+
+A batch's keys are probed in one compiled loop over Arrow's buffers (`memo_probe`: a hash of
+the key's bytes, a table slot, the bytes compared), and each message's queue ids copied from
+its answer (`write_answers`): no Python object per key or per destination. Answers are the
+distinct sets of queue names that `Topology.route` gave, each kept once as an id array, so
+a broadcast's 10k queues are one array whatever the keys.
+
+The memo holds routes, not bindings: the router drops it when a binding change can alter
+them (`BatchRouter` is told by the topology), and refills it key by key from `Topology.route`
+and its route cache. It is bounded (`MEMO_MAX_KEYS`, `MEMO_MAX_CELLS`); past a bound it starts
+again empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# Keys kept (the table has twice as many slots, 4 bytes each, plus the key bytes and 16 bytes
+# a key): about 60 MB at the bound with 30-byte keys.
+MEMO_MAX_KEYS = 1 << 20
+# Queue ids kept over every answer (4 bytes each): a key of its own answer per key times its
+# queues. A broadcast's answer is one.
+MEMO_MAX_CELLS = 16_000_000
+_START_SLOTS = 1 << 12
+# An answer is a number: at least 0, a set of queues kept by `KeyMemo.answer`; ``ONE_QUEUE -
+# q`` (down to ``REFUSED`` excluded), the one queue ``q`` (most keys of most shapes reach one
+# queue: no set to keep or look up); `MISSING`, a key the memo has not kept. `REFUSED` and
+# below are for the router's own use (a key `Topology.route` refused).
+MISSING = -1
+ONE_QUEUE = -2
+REFUSED = -(1 << 30)
+
+
+class KeyMemo:
+    """Routing key bytes -> answer number; answer number -> queue ids."""
+
+    def __init__(self, max_keys: int = MEMO_MAX_KEYS, max_cells: int = MEMO_MAX_CELLS) -> None:
+        self.max_keys = max_keys
+        self.max_cells = max_cells
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every key and answer."""
+        self.slots = np.full(_START_SLOTS, -1, dtype=np.int64)
+        self.entry_hash = np.zeros(_START_SLOTS // 2, dtype=np.int64)
+        self.entry_answer = np.zeros(_START_SLOTS // 2, dtype=np.int32)
+        self.entry_offsets = np.zeros(_START_SLOTS // 2 + 1, dtype=np.int64)
+        self.entry_data = np.zeros(_START_SLOTS * 8, dtype=np.uint8)
+        self.entries = 0
+        self.used = 0
+        # Answers: a set of queue names (by content) -> its number; their ids, flat, in
+        # arrays with room to grow (``count`` answers, ``size`` ids used).
+        self.answer_of: dict[frozenset[str], int] = {}
+        self._answer_starts = np.zeros(_START_SLOTS, dtype=np.int64)
+        self._answer_ids = np.zeros(_START_SLOTS, dtype=np.int32)
+        self.count = 0
+        self.cells = 0
+        # answers added by `answer` since `answers` last ran: their ends and their ids
+        self._pending_ends: list[int] = []
+        self._pending_ids: list[int] = []
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def probe(self, kernel: Any, data: np.ndarray, key_offsets: np.ndarray,
+              messages: np.ndarray) -> tuple[np.ndarray, int]:
+        """Each message's answer (`MISSING`: not kept), and how many were not kept."""
+        answers = np.empty(len(messages), dtype=np.int32)
+        if not self.entries:
+            answers.fill(MISSING)
+            return answers, len(messages)
+        missed = kernel.memo_probe(data, key_offsets, messages, self.slots, self.entry_hash,
+                                   self.entry_data, self.entry_offsets, self.entry_answer,
+                                   answers)
+        return answers, int(missed)
+
+    def answer(self, names: frozenset[str], queue_index: dict[str, int]) -> int:
+        """The number of the answer ``names`` (kept on first sight)."""
+        found = self.answer_of.get(names)
+        if found is not None:
+            return found
+        found = self.answer_of[names] = self.count + len(self._pending_ends)
+        # a list, made an array once per batch (an array per answer cost 2 µs: most of a
+        # first pass where each key has an answer of its own)
+        self._pending_ids += map(queue_index.__getitem__, names)
+        self._pending_ends.append(self.cells + len(self._pending_ids))
+        return found
+
+    def add_answers(self, offsets: np.ndarray, ids: np.ndarray) -> int:
+        """Keep ``len(offsets) - 1`` answers at once, answer ``i`` being ids
+        ``ids[offsets[i]:offsets[i + 1]]`` (as `TopicMatcher.match_many_ids` gives them, one
+        per key, not looked up by content); the number of the first."""
+        self.answers()
+        first = self.count
+        self._append(self.cells + offsets[1:], ids)
+        return first
+
+    def answers(self) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ids) of every answer so far: views, valid until answers are added."""
+        if self._pending_ends:
+            ends = np.array(self._pending_ends, dtype=np.int64)
+            ids = np.array(self._pending_ids, dtype=np.int32)
+            self._pending_ends, self._pending_ids = [], []
+            self._append(ends, ids)
+        return self._answer_starts[: self.count + 1], self._answer_ids[: self.cells]
+
+    def _append(self, ends: np.ndarray, ids: np.ndarray) -> None:
+        count, cells = self.count + len(ends), self.cells + len(ids)
+        if count + 1 > len(self._answer_starts):
+            self._answer_starts = _grown(self._answer_starts, count + 1)
+        if cells > len(self._answer_ids):
+            self._answer_ids = _grown(self._answer_ids, cells)
+        self._answer_starts[self.count + 1 : count + 1] = ends
+        self._answer_ids[self.cells : cells] = ids
+        self.count, self.cells = count, cells
+
+    def make_room(self, keys: int) -> bool:
+        """Whether the memo had to start again empty to keep ``keys`` more (past a bound)."""
+        if self.entries + keys > self.max_keys or self.cells > self.max_cells:
+            self.clear()
+            return True
+        return False
+
+    def insert(self, kernel: Any, data: np.ndarray, key_offsets: np.ndarray,
+               messages: np.ndarray, answers: np.ndarray) -> None:
+        """Keep the keys of ``messages`` (distinct or not) with their ``answers`` (room was
+        made: `make_room`)."""
+        if not len(messages):
+            return
+        room = self.entries + len(messages)
+        starts = key_offsets[messages]
+        size = int((key_offsets[messages + 1] - starts).sum())
+        if self.used + size > len(self.entry_data):
+            self.entry_data = _grown(self.entry_data, self.used + size)
+        if room + 1 > len(self.entry_offsets):
+            self.entry_offsets = _grown(self.entry_offsets, room + 1)
+            self.entry_hash = _grown(self.entry_hash, room)
+            self.entry_answer = _grown(self.entry_answer, room)
+        if 2 * room > len(self.slots):  # at most half full: short probe runs
+            slots = np.full(_power_of_two(2 * room), -1, dtype=np.int64)
+            kernel.memo_rehash(self.entry_hash, self.entries, slots)
+            self.slots = slots
+        self.entries, self.used = (int(n) for n in kernel.memo_insert(
+            data, key_offsets, messages, answers, self.slots, self.entry_hash,
+            self.entry_data, self.entry_offsets, self.entry_answer, self.entries, self.used))
+
+
+def _grown(array: np.ndarray, at_least: int) -> np.ndarray:
+    grown = np.zeros(max(at_least, 2 * len(array)), dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown
+
+
+def _power_of_two(value: int) -> int:
+    return 1 << max(0, int(value - 1).bit_length())
