@@ -136,7 +136,7 @@ def fetch_definitions(
             f"no password for user {endpoint.user!r} at {endpoint.base}: set {PASSWORD_VARIABLE}",
             endpoint.base,
         )
-    status, body = _get(endpoint, endpoint.definitions_url(vhost), password, timeout)
+    status, body = get(endpoint, endpoint.definitions_url(vhost), password, timeout)
     if vhost is not None and status == 400 and b"vhost_not_found" in body:
         # RabbitMQ 3.10.8 (seen here): 400 {"error":"bad_request","reason":"vhost_not_found"}.
         raise VhostNotFound(
@@ -145,7 +145,7 @@ def fetch_definitions(
     if status == 404:
         # Other versions answer 404 for an absent vhost, as does anything but the plugin for
         # any /api path: /api/overview tells the two apart.
-        if vhost is not None and _get(endpoint, f"{endpoint.base}/api/overview", password, timeout)[0] == 200:
+        if vhost is not None and get(endpoint, f"{endpoint.base}/api/overview", password, timeout)[0] == 200:
             raise VhostNotFound(
                 f"the broker at {endpoint.base} has no virtual host {vhost!r}",
                 endpoint.base,
@@ -167,7 +167,7 @@ def fetch_definitions(
     return parsed
 
 
-def _get(
+def get(
     endpoint: ManagementEndpoint, url: str, password: str, timeout: float
 ) -> tuple[int, bytes]:
     """One GET with basic auth: (status, body) for any HTTP answer but 401/403; the transport

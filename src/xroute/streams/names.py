@@ -72,7 +72,7 @@ def list_streams(
     """The streams of the endpoint's virtual host, from the management API. A failure is a
     typed `ManagementError` saying what a pattern needs (`ManagementUnavailable` and
     `ManagementTimeout` are transient: a reader retries them while the node restarts)."""
-    from xroute.sources.management import _get, parse_management_url
+    from xroute.sources.management import get, parse_management_url
 
     base = management_base(endpoint, management_uri)
     api = parse_management_url(base.replace("://", f"://{quote(endpoint.user, safe='')}@", 1))
@@ -80,7 +80,7 @@ def list_streams(
     why = (f"streamPattern {pattern_text!r} lists the streams through RabbitMQ's management "
            f"API (the stream protocol of 3.10 cannot)")
     try:
-        status, body = _get(api, url, endpoint.password, timeout)
+        status, body = get(api, url, endpoint.password, timeout)
     except ManagementError as error:
         error.args = (f"{why}: {error} Set managementUri (management= in the URI) to where "
                       f"the API listens; user {endpoint.user!r} needs the 'monitoring' or "
