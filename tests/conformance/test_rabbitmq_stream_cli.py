@@ -205,6 +205,33 @@ def test_stream_routes_live_from_the_broker_exactly_once_across_runs(node, tmp_p
 # ---------------------------------------------------------------------- a killed driver
 
 
+def kill_mid_batch(first, target, log, within_s: float, between=lambda done: None) -> int:
+    """SIGKILL the driver ``first`` (its own session) while a batch is staged in ``target`` but
+    not committed; the batch it was killed in. ``between(committed batches)`` runs on each look
+    (to publish more while it streams). Asserts the kill happened and nothing of that batch
+    was committed."""
+    killed_in = None
+    try:
+        deadline = time.monotonic() + within_s
+        while killed_in is None and time.monotonic() < deadline:
+            assert first.poll() is None, log.read_text()[-3000:]
+            done = committed_batches(target) if target.exists() else {}
+            between(done)
+            following = max(done, default=-1) + 1
+            if done and target.child("_temporary", f"batch-{following}").exists():
+                if not target.child(MARKERS, f"{following}.json").exists():
+                    os.killpg(first.pid, signal.SIGKILL)
+                    killed_in = following
+            time.sleep(0.005)
+    finally:
+        if first.poll() is None and killed_in is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(60)
+    assert killed_in is not None, "no batch was in flight to kill: " + log.read_text()[-3000:]
+    assert not target.child(MARKERS, f"{killed_in}.json").exists()
+    return killed_in
+
+
 @pytest.mark.parametrize("table_format", ["delta", "parquet"])
 def test_driver_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
     node, tmp_path, table_format
@@ -225,28 +252,16 @@ def test_driver_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
                                  stderr=subprocess.STDOUT, env=cli_env(),
                                  start_new_session=True)
     target = locate(str(out))
-    published, killed_in = 300, None
-    try:
-        deadline = time.monotonic() + 400
-        while killed_in is None and time.monotonic() < deadline:
-            assert first.poll() is None, log.read_text()[-3000:]
-            done = committed_batches(target) if target.exists() else {}
-            if done and published < len(sent):
-                publish_091(node.amqp_url, EXCHANGE, sent[published:published + 150])
-                published += 150
-            following = max(done, default=-1) + 1
-            if done and target.child("_temporary", f"batch-{following}").exists():
-                if not target.child(MARKERS, f"{following}.json").exists():
-                    os.killpg(first.pid, signal.SIGKILL)
-                    killed_in = following
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and killed_in is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(60)
-    assert killed_in is not None, "no batch was in flight to kill: " + log.read_text()[-3000:]
+    published = 300
+
+    def publish_more(done: dict) -> None:
+        nonlocal published
+        if done and published < len(sent):
+            publish_091(node.amqp_url, EXCHANGE, sent[published:published + 150])
+            published += 150
+
+    killed_in = kill_mid_batch(first, target, log, 400, publish_more)
     assert first.returncode == -signal.SIGKILL
-    assert not target.child(MARKERS, f"{killed_in}.json").exists()
     if published < len(sent):
         publish_091(node.amqp_url, EXCHANGE, sent[published:])
     second = run([*arguments, "--available-now"])
@@ -467,24 +482,7 @@ def test_make_runs_sample_routes_live_into_delta_with_its_counts_through_a_kille
                                  stderr=subprocess.STDOUT, env=cli_env(),
                                  start_new_session=True)
     target = locate(str(out))
-    killed_in = None
-    try:
-        deadline = time.monotonic() + 1200
-        while killed_in is None and time.monotonic() < deadline:
-            assert first.poll() is None, log.read_text()[-3000:]
-            done_batches = committed_batches(target) if target.exists() else {}
-            following = max(done_batches, default=-1) + 1
-            if done_batches and target.child("_temporary", f"batch-{following}").exists():
-                if not target.child(MARKERS, f"{following}.json").exists():
-                    os.killpg(first.pid, signal.SIGKILL)
-                    killed_in = following
-            time.sleep(0.005)
-    finally:
-        if first.poll() is None and killed_in is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(60)
-    assert killed_in is not None, "no batch was in flight to kill: " + log.read_text()[-3000:]
-    assert not target.child(MARKERS, f"{killed_in}.json").exists()
+    killed_in = kill_mid_batch(first, target, log, 1200)
     phase(f"stream until killed in batch {killed_in}")
     second = run([*arguments, "--available-now"], timeout=1800)
     phase("restarted stream to the end")
