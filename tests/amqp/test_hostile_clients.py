@@ -264,6 +264,34 @@ def test_out_of_descriptors_the_broker_logs_once_and_healthy_clients_still_get_i
     assert len(text.splitlines()) < 30, text[-2000:]
 
 
+class FakeConnection:
+    """What `Broker.admitted` reads of a connection, with asyncio's deferred loss: an aborted
+    connection stays in ``broker.connections`` until its owner removes it."""
+
+    def __init__(self, serial: int, spoke: bool = False) -> None:
+        self.serial, self.spoke, self.pre_open, self.aborted = serial, spoke, True, False
+
+    def _abort(self) -> None:
+        self.aborted, self.pre_open = True, False
+
+
+def test_a_burst_of_accepts_evicts_one_silent_socket_a_newcomer_and_spares_a_logging_in_one():
+    # A burst arrives in one turn of the loop, before asyncio reports any victim as lost:
+    # each newcomer over the limit must cost one silent socket, not one more than the last.
+    broker = Broker()
+    broker.max_connections = 4
+    silent = [FakeConnection(serial) for serial in range(3)]
+    logging_in = FakeConnection(3, spoke=True)
+    broker.connections.update(silent + [logging_in])
+    burst = [FakeConnection(serial) for serial in range(4, 7)]
+    for newcomer in burst:
+        broker.connections.add(newcomer)
+        broker.admitted(newcomer)
+    assert [c.aborted for c in silent] == [True, True, True]
+    assert not logging_in.aborted and not any(c.aborted for c in burst)
+    assert len(broker.connections) == 4
+
+
 # ---------------------------------------------------------------------- who may log in
 
 

@@ -98,6 +98,7 @@ class Broker:
         self.vhost.memory.on_alarm = self._memory_alarm
         self.max_connections = _connection_budget()
         self._out_of_descriptors = False
+        self._evicting = False  # logged once an episode of dropping connections
         self.record = record  # keep acks and nacks for the test view (RECORD_LIMIT of them)
         self.rabbitmq = rabbitmq  # the profile (xroute.core.profiles) its topology routes and replies as
         self.connections: set[Any] = set()
@@ -177,6 +178,10 @@ class Broker:
         waiting.sort(key=lambda c: (c.spoke, c.serial))
         for victim in (waiting + [connection])[:excess]:
             victim._abort()
+            # Out of the count now, not when asyncio reports the loss a turn later: in a
+            # burst of accepts, victims still counted would make each newcomer evict more,
+            # until those that had logged in or were logging in went too.
+            self.connections.discard(victim)
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
         # asyncio retries accept() a second after running out of descriptors, logging a
