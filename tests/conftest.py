@@ -155,41 +155,50 @@ def spark_connect(connect_session, monkeypatch: pytest.MonkeyPatch):
 
 
 # Under pytest-xdist (`make test`: ``-n 2 --dist loadgroup``) the tests that hold a JVM or a
-# service (markers spark, s3, cluster) run in one worker, in order, so that the run starts one
-# Spark session, one Connect server, one SeaweedFS and one split cluster, as without xdist;
-# every other test is its own unit, spread over the workers. xdist's controller sees node ids
-# only, not markers: a module whose text marks a test so goes whole to that worker.
+# service (markers spark, s3, cluster) run in groups, each group in one worker and in order, so
+# that a group starts one Spark session, one Connect server, one SeaweedFS and one split cluster
+# at most, as without xdist; every other test is its own unit, spread over the workers. A module
+# names its group with a line ``XDIST_GROUP = "name"`` (default `JVM_GROUP`): the tests that
+# spend their time in drivers and clusters they start themselves ("jvm-drivers") run beside
+# those on the shared session, in the other worker, which halves the run's longest unit.
+# xdist's controller sees node ids only, not markers: a module whose text marks a test so goes
+# whole to its group.
 JVM_MARKERS = ("spark", "s3", "cluster")
 JVM_GROUP = "jvm"
 _ROOT = Path(__file__).resolve().parents[1]
 _JVM_MARK = re.compile(r"pytest\.mark\.(?:%s)\b" % "|".join(JVM_MARKERS))
+_GROUP_LINE = re.compile(r'^XDIST_GROUP = "([\w-]+)"', re.MULTILINE)
 
 
 @functools.cache
-def jvm_module(path: str) -> bool:
-    """Whether the test module at ``path`` (relative to the checkout) marks a test spark, s3
-    or cluster."""
+def jvm_group(path: str) -> str | None:
+    """The JVM group of the test module at ``path`` (relative to the checkout): the one its
+    ``XDIST_GROUP`` line names, else `JVM_GROUP`; None for a module that marks no test spark,
+    s3 or cluster."""
     try:
-        return bool(_JVM_MARK.search((_ROOT / path).read_text()))
+        text = (_ROOT / path).read_text()
     except OSError:
-        return False
+        return None
+    if not _JVM_MARK.search(text):
+        return None
+    named = _GROUP_LINE.search(text)
+    return named.group(1) if named else JVM_GROUP
 
 
 def jvm_scope(nodeid: str) -> str:
-    """The xdist work unit of a test: `JVM_GROUP` for the tests of a `jvm_module`, else the
-    test itself."""
-    return JVM_GROUP if jvm_module(nodeid.split("::", 1)[0]) else nodeid
+    """The xdist work unit of a test: its module's `jvm_group`, else the test itself."""
+    return jvm_group(nodeid.split("::", 1)[0]) or nodeid
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     """A test marked spark, s3 or cluster whose module's text does not say so (a marker set by
     a hook, say) would get a JVM of its own under xdist: refuse the run, saying why."""
     marked = any(item.get_closest_marker(name) for name in JVM_MARKERS)
-    if marked and jvm_scope(item.nodeid) != JVM_GROUP:
+    if marked and jvm_group(item.nodeid.split("::", 1)[0]) is None:
         raise pytest.UsageError(
             f"{item.nodeid} is marked {'/'.join(JVM_MARKERS)} but its module's text has no "
             "'pytest.mark.spark' (or s3, cluster): tests/conftest.py's xdist scheduler reads "
-            "the text to keep the JVM tests in one worker"
+            "the text to keep the JVM tests in their groups"
         )
 
 
@@ -200,7 +209,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     xdist's own loadgroup reads ``xdist_group`` marks through a suffix it writes to
     ``item._nodeid``, which pytest 9 no longer reads (the node id comes from ``item._id``):
     every test then went its own way and each worker started its own Spark. The controller
-    sees node ids only, so the group is told by the module's text (`jvm_module`)."""
+    sees node ids only, so the group is told by the module's text (`jvm_group`)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling

@@ -145,7 +145,7 @@ def test_master_and_remote_exclude_each_other(tmp_path):
 def test_the_stream_on_connect_commits_every_message_exactly_once(spark_connect, tmp_path):
     """foreachBatch runs in the server's Python process: each batch is routed, proven and
     committed there, and this process reports the batches from their markers."""
-    from tests.pipeline.test_stream import assert_exactly_once, landed_files, options
+    from tests.pipeline.streams import assert_exactly_once, landed_files, options
     from xroute import Topology
     from xroute.pipeline.stream_commit import committed_batches
     from xroute.spark.stream import run_stream

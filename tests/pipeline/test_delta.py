@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.pipeline import data
-from tests.pipeline.test_stream import forget_commit, landed_files
-from tests.pipeline.test_stream import options as stream_options
+from tests.pipeline.streams import forget_commit, landed_files
+from tests.pipeline.streams import options as stream_options
 from xroute import Topology
 from xroute.core.errors import PipelineFailed
 from xroute.pipeline.delta import DELTA_LOG, DeltaBatchCommit, storage_options

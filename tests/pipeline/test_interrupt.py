@@ -19,6 +19,7 @@ from tests.pipeline import data
 from xroute.cli import EXIT_INTERRUPTED
 
 pytestmark = pytest.mark.spark
+XDIST_GROUP = "jvm-drivers"  # drivers and clusters of its own: beside the shared session (tests/conftest.py)
 ROWS = 2_000_000  # enough routing for the signal to land while the job runs
 
 

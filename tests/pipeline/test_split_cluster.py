@@ -25,6 +25,7 @@ from xroute.cli import EXIT_DIFF_CHANGED
 from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.cluster]
+XDIST_GROUP = "jvm-drivers"  # drivers and clusters of its own: beside the shared session (tests/conftest.py)
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -20,6 +20,7 @@ from tests.services.cluster import REPO, StandaloneCluster, driver_env
 from tests.services.seaweedfs import SeaweedFS
 
 pytestmark = pytest.mark.s3
+XDIST_GROUP = "jvm-drivers"  # drivers and clusters of its own: beside the shared session (tests/conftest.py)
 PROBE = Path(__file__).with_name("probe_driver.py")
 
 
