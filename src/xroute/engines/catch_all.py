@@ -161,9 +161,5 @@ class CatchAllShadow:
         held = self._wildcards.get(destination, ())
         return (held,) if isinstance(held, str) else held
 
-    def patterns(self, destination: Hashable) -> list[Words]:
-        """The destination's wildcard patterns, as words."""
-        return self._patterns(destination)
-
     def _patterns(self, destination: Hashable) -> list[Words]:
         return [tuple(pattern.split(".")) for pattern in self._held(destination)]
