@@ -12,12 +12,14 @@ from tests.strategies import apply_binding_step, keys, patterns
 from tests.test_engines_tuple_space import assert_batches_equal
 from xroute import TopicMatcher
 from xroute.core.keys import split_words
-from xroute.engines.catch_all import is_catch_all
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
 # Catch-alls often, beside the shared strategy's patterns (literal, '*', '#', empty words).
-some_patterns = st.one_of(st.sampled_from(["#", "#.#", "#", "*.#", "#.*"]), patterns)
+# Floors too: '*.#' and '#.*' match every key of 1 word or more, '*.#.*' of 2 or more.
+some_patterns = st.one_of(
+    st.sampled_from(["#", "#.#", "#", "*.#", "#.*", "*.#.*", "*.*.#", "#.*.#", "a.#", "*.a"]),
+    patterns)
 operations = st.lists(
     st.one_of(
         st.tuples(st.just("add"), some_patterns, st.sampled_from(["q1", "q2", "q3"])),
@@ -29,14 +31,27 @@ operations = st.lists(
 
 
 def shadowed(live: list[tuple[str, str]]) -> int:
-    """How many live bindings a catch-all of their destination makes redundant: the wildcard
-    ones that are not catch-alls themselves."""
-    covered = {queue for pattern, queue in live if is_catch_all(split_words(pattern))}
-    return sum(
-        1 for pattern, queue in live
-        if queue in covered and not is_catch_all(words := split_words(pattern))
-        and ("*" in words or "#" in words)
-    )
+    """How many live bindings a floor pattern of their destination (only '*' and '#', at
+    least one '#': it matches every key of at least as many words as it has stars) makes
+    redundant, counted here from the definition: the wildcard ones whose every match has at
+    least that many words (its words other than '#'), but the floor's own patterns."""
+    def floor_of(words: tuple[str, ...]) -> int | None:
+        return words.count("*") if "#" in words and set(words) <= {"*", "#"} else None
+
+    floors: dict[str, int] = {}
+    for pattern, queue in live:
+        floor = floor_of(split_words(pattern))
+        if floor is not None:
+            floors[queue] = min(floor, floors.get(queue, floor))
+    count = 0
+    for pattern, queue in live:
+        words = split_words(pattern)
+        least = sum(word != "#" for word in words)
+        if queue in floors and ("*" in words or "#" in words) and (
+                least > floors[queue]
+                or least == floors[queue] and floor_of(words) is None):
+            count += 1
+    return count
 
 
 @SETTINGS
@@ -137,3 +152,28 @@ def test_bindings_uncovered_between_reads_go_back_in_lazily_and_answers_stay_exa
     truth = expected.match_many(probe)
     assert [actual.match(key) for key in probe] == truth
     assert actual.stats()["shadowed_bindings"] == shadowed(live)
+
+
+def test_a_floor_takes_out_the_patterns_whose_keys_all_have_as_many_words():
+    """``*.#`` matches every key of one word or more: its destination's patterns that need a
+    word or more leave the trie, and a higher floor (``*.*.#``) with them; a lower floor
+    (``#``) takes ``*.#`` too; as the floors go, what they covered comes back (on the next
+    read), and the trie is as it was without them."""
+    specific = [f"w{i}.*.w{i + 1}.#" for i in range(100)] + [f"#.w{i}" for i in range(100)]
+    probe = ["w3.x.w4.y", "x.w7", "w7", "", "a.b.c"]
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    for matcher in (expected, actual):
+        for pattern in specific:
+            matcher.add(pattern, "audit")
+        matcher.add("w1.*", "other")
+    alone = actual.stats()["nodes"]
+    # covered: the 200 by '*.#'; a higher floor itself; by '#' also '*.#'; by '*.*.#' alone
+    # only the patterns of three words ('#.w1' needs one)
+    steps = {"*.#": 200, "*.*.#": 201, "#": 202, "-#": 201, "-*.#": 100, "-*.*.#": 0}
+    for step, covered in steps.items():
+        for matcher in (expected, actual):
+            (matcher.remove if step[0] == "-" else matcher.add)(step.lstrip("-"), "audit")
+        assert [actual.match(key) for key in probe] == expected.match_many(probe), step
+        assert_batches_equal(actual, probe, expected.match_many(probe))
+        assert actual.stats()["shadowed_bindings"] == covered, step
+    assert actual.stats()["nodes"] == alone

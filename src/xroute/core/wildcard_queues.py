@@ -7,7 +7,10 @@ another. But a queue bound with ``#`` (or ``#.#``) is in every route, and its ot
 bindings then change no route: the ``auto`` engine, matching queue names, keeps them out of
 its trie, DFA and shapes (`xroute.engines.catch_all`). On the seed articles' mix at 100k
 bindings every queue has such a binding: a first route walked about 600 bindings to find 100
-queues, where this index walks the ``#`` bindings and one shape.
+queues, where this index walks the ``#`` bindings and one shape. A queue bound with a floor
+(``*.#``: every key of a word or more) keeps out its bindings that need as many words: at 10k
+seed bindings the index's DFA holds 860 patterns instead of 1,866, and its first routes build
+a third of the states.
 
 So `Topology.route`'s first route of a key (`Topology._route_literal`) asks this index for the
 wildcard bindings' queue names, beside `xroute.core.literal_routes` for the literal ones. The

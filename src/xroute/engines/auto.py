@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from xroute.engines.base import EMPTY, Words, register
-from xroute.engines.catch_all import CatchAllShadow, is_catch_all
+from xroute.engines.catch_all import CatchAllShadow
 from xroute.engines.compiled import BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
@@ -128,10 +128,13 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._by_shape: Any = self._shapes.matcher()
         self._flat_shapes: FlatShapes | None = None  # the shape kernel's arrays, if current
         # The wildcard bindings of destinations bound with '#' are kept out of all of them
-        # (xroute.engines.catch_all): such a destination is in every answer already.
+        # (xroute.engines.catch_all): such a destination is in every answer already; so
+        # are those that a destination's floor pattern (``*.#``: keys of 1 word or more)
+        # covers.
         self._shadow: CatchAllShadow | None = CatchAllShadow()
-        # Destinations whose last catch-all binding went, whose other wildcard patterns go
-        # back into the trie and the shapes on the next read (`_unshadow`), not at once:
+        # Destinations whose floor rose (their last catch-all or lowest floor binding went),
+        # whose patterns it no longer covers go back into the trie and the shapes on the
+        # next read (`_unshadow`), not at once:
         # removing 100k bindings of the seed mix, each queue's '#' among the first, put 60k
         # patterns back only to remove them again (3 s, against 0.6 s for `trie`).
         self._unshadowed: set[Hashable] = set()
@@ -146,21 +149,16 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flat = None
         elif shadow is None:
             self._add_wildcard(words, destination)
-        elif is_catch_all(words):
-            self._add_wildcard(words, destination)
-            # Covered from now on: its other wildcard bindings leave the trie and the shapes
-            # (unless they were still waiting to go back in).
-            patterns = shadow.bind_catch_all(destination)
-            if destination in self._unshadowed:
-                self._unshadowed.discard(destination)
-            else:
-                self._move(patterns, destination, self._remove_wildcard)
-        elif shadow.bind(words, destination):
-            return  # shadowed by a catch-all binding of the destination: no answer changes
-        elif destination in self._unshadowed:
-            pass  # goes into the trie with the destination's others (`_unshadow`)
         else:
-            self._add_wildcard(words, destination)
+            # A floor pattern (`xroute.engines.catch_all`) that lowers the destination's floor
+            # takes the patterns it covers out of the trie and the shapes.
+            enters, leaving = shadow.bind(words, destination)
+            if leaving:
+                self._move(leaving, destination, self._remove_wildcard)
+            if enters:
+                self._add_wildcard(words, destination)
+            elif not leaving and destination not in self._unshadowed:
+                return  # covered by the destination's floor: no answer changes
         self._changed()
 
     def remove(self, words: Words, destination: Hashable) -> None:
@@ -170,16 +168,14 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flat = None
         elif shadow is None:
             self._remove_wildcard(words, destination)
-        elif is_catch_all(words):
-            self._remove_wildcard(words, destination)
-            if shadow.unbind_catch_all(destination):  # its others go back in on the next read
-                self._unshadowed.add(destination)
-        elif shadow.unbind(words, destination):
-            return  # it was shadowed: no answer changes
-        elif destination in self._unshadowed:
-            pass  # it had not gone back into the trie: forgetting it in the shadow is all
         else:
-            self._remove_wildcard(words, destination)
+            held, rose = shadow.unbind(words, destination)
+            if held:
+                self._remove_wildcard(words, destination)
+            if rose:  # what the floor no longer covers goes back in on the next read
+                self._unshadowed.add(destination)
+            elif not held and destination not in self._unshadowed:
+                return  # it was covered: no answer changes
         self._changed()
 
     def destinations_not_shared(self) -> None:
@@ -203,12 +199,14 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._shapes.remove(words, destination)
 
     def _unshadow(self) -> None:
-        """Before a read: the wildcard patterns of destinations that lost their last
-        catch-all binding go back into the trie and the shapes."""
+        """Before a read: the wildcard patterns of destinations whose floor rose (a floor
+        or catch-all binding went) and no longer covers them go back into the trie and the
+        shapes."""
         pending, self._unshadowed = self._unshadowed, set()
         for destination in pending:
-            self._move(self._shadow.patterns(destination),  # type: ignore[union-attr]
-                       destination, self._add_wildcard)
+            entering, leaving = self._shadow.settle(destination)  # type: ignore[union-attr]
+            self._move(leaving, destination, self._remove_wildcard)
+            self._move(entering, destination, self._add_wildcard)
         self._changed()
 
     def _move(self, patterns: list[Words], destination: Hashable, how: Any) -> None:

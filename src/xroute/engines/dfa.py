@@ -248,17 +248,18 @@ class DfaEngine(TrieEngine):
         parents = self._parents.get(word)
         if parents is None:  # not kept per word: words outside the patterns are unbounded
             return state.other or self._other(state)
-        nodes = state.nodes
-        if len(nodes) <= self.small_state or not self._roomy():
-            following = self._intern(step(nodes, word))
+        # (A state is its own node set: read as such, not through `State.nodes`, on this
+        # path that every new transition takes.)
+        if len(state) <= self.small_state or self._cells > self.max_cells // 2:
+            following = self._intern(step(state, word))
         else:
             # The next set is the one every unlabelled word leads to (`State.other`, made
             # once per state) united with the nodes entered along ``word``'s own edges, found
             # from the few nodes that have one (see the module's doc).
             other = state.other or self._other(state)
-            entered = step_labelled(nodes, parents, word)
-            following = (other if entered <= other.nodes
-                         else self._intern(other.nodes | entered, other, entered))
+            entered = step_labelled(state, parents, word)
+            following = (other if entered <= other
+                         else self._intern(other | entered, other, entered))
         if state.next is _NO_NEXT:
             state.next = {word: following}
         else:
@@ -271,17 +272,18 @@ class DfaEngine(TrieEngine):
         its base's, made first, down a chain as long as the bases that lack theirs (a loop,
         not a recursion: each base is only a node smaller than its state)."""
         chain: list[State] = []
-        while state.other is None and state.base is not None and self._roomy():
+        roomy = self._cells <= self.max_cells // 2  # `_roomy`, read once
+        while state.other is None and state.base is not None and roomy:
             chain.append(state)
             state = state.base
         other = state.other
         if other is None:
-            other = state.other = self._intern(step_unlabelled(state.nodes))
+            other = state.other = self._intern(step_unlabelled(state))
             self._cells += 1
         for state in reversed(chain):
-            entered = step_unlabelled(state.entered)
-            if not entered <= other.nodes:
-                other = self._intern(other.nodes | entered, other, entered)
+            entered = step_unlabelled(state - state.base)  # `State.entered`
+            if not entered <= other:
+                other = self._intern(other | entered, other, entered)
             state.other = other
             self._cells += 1
         return other
@@ -304,7 +306,7 @@ class DfaEngine(TrieEngine):
         if base is not None:
             state.base = base
         # (Made from a base, it holds the base's nodes: only the entered ones are left to test.)
-        if key and (base is None or not base.nodes or base.next.__class__ is _SelfLoop) and all(
+        if key and (base is None or not base or base.next.__class__ is _SelfLoop) and all(
             node.is_hash and not node.children and node.star is None
             for node in (key if base is None else entered)  # type: ignore[union-attr]
         ):
@@ -329,7 +331,8 @@ class DfaEngine(TrieEngine):
         """Gather ``state``'s destinations once: its base's (gathered first, down the chain of
         bases that lack theirs, in a loop) with its entered nodes', or all its nodes'."""
         chain: list[State] = []
-        while state.base is not None and state.base.destinations is None and self._roomy():
+        roomy = self._cells <= self.max_cells // 2  # `_roomy`, read once
+        while state.base is not None and state.base.destinations is None and roomy:
             chain.append(state)
             state = state.base
         chain.append(state)
@@ -339,7 +342,7 @@ class DfaEngine(TrieEngine):
             if base is not None and base.destinations is None:
                 base = None  # past half the bound: gathered whole (a base's are cells more)
             found: set[Hashable] = set()
-            for node in state.nodes if base is None else state.entered:
+            for node in state if base is None else state - base:  # all, or `State.entered`
                 if node.destinations:
                     found.update(node.destinations)
             if base is None:
