@@ -6,6 +6,7 @@ removes, batches included."""
 from __future__ import annotations
 
 from operator import itemgetter
+from unittest import mock
 
 import pyarrow as pa
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from tests.strategies import apply_binding_step, destinations, keys, patterns
 from xroute import BindingNotFound, TopicMatcher
 from xroute.core.errors import InvalidArguments
+from xroute.engines import shapes
 
 steps = st.lists(
     st.one_of(
@@ -49,6 +51,20 @@ class _Named:
 @settings(max_examples=100, deadline=None)
 @given(ops=steps)
 def test_pattern_of_equals_reference(engine, ops):
+    _check_steps(engine, ops)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=steps)
+def test_auto_defers_its_trie_while_the_shapes_serve_and_stays_exact(ops):
+    """``auto`` for a topology keeps wildcard patterns in its shape index alone and makes the
+    trie from the matcher's store when a pattern would make the shapes unusable: bounds that
+    random sessions cross both ways, every path checked on the way."""
+    with mock.patch.object(shapes, "MAX_SHAPES", 2), mock.patch.object(shapes, "DROP_SHAPES", 3):
+        _check_steps("auto", ops)
+
+
+def _check_steps(engine: str, ops: list) -> None:
     expected = TopicMatcher(engine="reference")  # the plain matcher beside it, same steps
     named = _Named(engine)
     actual = named.inner

@@ -83,6 +83,8 @@ class TopicMatcher:
         if cache is None:
             cache = getattr(self._engine, "route_cache_default", True)
         self._cache: RouteCache | None = RouteCache() if cache else None
+        # An engine that keeps the pattern's text (``auto``'s literal keys) is handed it.
+        self._takes_pattern: bool = getattr(self._engine, "takes_pattern", False)
         # The bindings: (pattern, destination) pairs, or the destinations alone where each
         # names its pattern (``pattern_of``).
         self._pattern_of = pattern_of
@@ -112,7 +114,9 @@ class TopicMatcher:
         if self._hook is not None:
             self._hook(self._id_of)
         if not shared_destinations or pattern_of is not None:
-            getattr(self._engine, "destinations_not_shared", lambda: None)()
+            told = getattr(self._engine, "destinations_not_shared", None)
+            if told is not None:
+                told(self.bindings)
 
     @property
     def engine(self) -> str:
@@ -142,7 +146,10 @@ class TopicMatcher:
             if binding in self._bindings:
                 return
         words = split_words(pattern)
-        self._engine.add(words, destination)
+        if self._takes_pattern:
+            self._engine.add(words, destination, pattern)
+        else:
+            self._engine.add(words, destination)
         self._bindings.add(binding)
         self._memo = None  # every key's answer may change: the next batch starts a new one
         self._count_destination(destination, +1)
