@@ -47,6 +47,7 @@ from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
 from xroute.engines.literal import LiteralIndex, is_literal
 from xroute.engines.shapes import ShapeIndex
+from xroute.engines.trie import TrieEngine
 
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
 # kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
@@ -235,12 +236,38 @@ class AutoEngine(BatchKernel, DfaEngine):
     def _make_trie(self) -> None:
         """The trie of the wildcard patterns bound so far, from the matcher's store (called
         before the binding at hand is in it, or after it left; once: it is then kept)."""
+        bound = list(self._bindings())  # type: ignore[misc]  # (from the shapes, while deferred)
         self._trie_deferred = False
         self._deferred = 0
-        for pattern, destination in self._bindings():  # type: ignore[misc]
+        for pattern, destination in bound:
             words = split_words(pattern)
             if not is_literal(words):
                 super().add(words, destination)
+
+    def holds(self, words: Words, destination: Hashable) -> bool:
+        """Whether ``words`` is bound to ``destination`` here; for a matcher whose
+        destinations name their pattern (`TopicMatcher`'s ``pattern_of``), which then keeps
+        no store of its own. Only where destinations are not shared (no shadow)."""
+        if is_literal(words):
+            return self._literal.holds(".".join(words), destination)
+        if self._trie_deferred:
+            return self._shapes.holds(words, destination)
+        node: Any = self._root
+        for word in words:
+            node = node.child(word)
+            if node is None:
+                return False
+        return destination in node.destinations
+
+    def bound_destinations(self) -> Iterator[Hashable]:
+        """The destination of every binding, once per binding (no destination shared)."""
+        for _, members in self._literal.items():
+            yield from members
+        if self._trie_deferred:
+            yield from self._shapes.destinations()
+        else:
+            for _, destination in TrieEngine.patterns(self):
+                yield destination
 
     def patterns(self) -> Iterator[tuple[Words, Hashable]]:
         """Every (wildcard pattern words, destination) in the trie (made if deferred)."""

@@ -71,6 +71,10 @@ class LiteralIndex:
             union = self._unions[pair] = literal | found
         return union
 
+    def holds(self, key: str, destination: Hashable) -> bool:
+        """Whether ``destination`` is bound to ``key``."""
+        return destination in self._sets.members(key)
+
     def items(self) -> Iterator[tuple[str, Collection[Hashable]]]:
         """Every (key, destinations) pair."""
         return self._sets.items()

@@ -88,7 +88,11 @@ class TopicMatcher:
         # The bindings: (pattern, destination) pairs, or the destinations alone where each
         # names its pattern (``pattern_of``).
         self._pattern_of = pattern_of
-        self._bindings: set[Any] = set()
+        self._bindings: set[Any] | _HeldByEngine = set()
+        if pattern_of is not None and hasattr(self._engine, "holds"):
+            # ``auto`` can tell a destination's binding from its own indexes: no set here
+            # (42 bytes a binding of a topology, beside the topology's own store).
+            self._bindings = _HeldByEngine(self._engine, pattern_of)
         # Destination ids for the batch API: stable while a destination has a binding; the id
         # of a destination that loses its last binding is reused by the next new one.
         self._id_of: dict[Hashable, int] = {}
@@ -408,6 +412,34 @@ class TopicMatcher:
         offsets = np.zeros(len(results) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         return offsets, parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class _HeldByEngine:
+    """The bound destinations of a matcher with ``pattern_of`` whose engine can say whether
+    it holds a (pattern, destination) binding and list what it holds (``auto``): the set's
+    operations the matcher uses, over the engine's own indexes and a count."""
+
+    __slots__ = ("_engine", "_pattern_of", "_count")
+
+    def __init__(self, engine: Any, pattern_of: Callable[[Any], str]) -> None:
+        self._engine = engine
+        self._pattern_of = pattern_of
+        self._count = 0
+
+    def __contains__(self, destination: Any) -> bool:
+        return self._engine.holds(split_words(self._pattern_of(destination)), destination)
+
+    def add(self, destination: Any) -> None:
+        self._count += 1
+
+    def remove(self, destination: Any) -> None:
+        self._count -= 1
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._engine.bound_destinations()
+
+    def __len__(self) -> int:
+        return self._count
 
 
 def _hashable(destination: Any) -> Any:

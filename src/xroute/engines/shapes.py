@@ -162,6 +162,18 @@ class ShapeIndex:
         """True if every pattern has a shape and there are at most `MAX_SHAPES` of them."""
         return not self._unshaped and len(self._counts) <= MAX_SHAPES
 
+    def holds(self, words: Words, destination: Hashable) -> bool:
+        """Whether the wildcard pattern ``words`` is indexed for ``destination`` (while the
+        entries are kept: not after a drop; a copy counts as its entry)."""
+        shape = self._shapes.get(shape_of(words))  # type: ignore[arg-type]
+        return shape is not None and destination in shape.entries.members(shape.take(words))
+
+    def destinations(self) -> Iterator[Hashable]:
+        """The destination of every entry, once per entry (while the entries are kept)."""
+        for shape in self._shapes.values():
+            for _, members in shape.entries.items():
+                yield from members
+
     def stays_usable(self, words: Words) -> bool:
         """Whether the index would still be `usable` with one more pattern ``words``."""
         if not self.usable:
