@@ -244,12 +244,14 @@ class AutoEngine(BatchKernel, DfaEngine):
             if not is_literal(words):
                 super().add(words, destination)
 
-    def holds(self, words: Words, destination: Hashable) -> bool:
+    def holds(self, words: Words, destination: Hashable, pattern: str | None = None) -> bool:
         """Whether ``words`` is bound to ``destination`` here; for a matcher whose
         destinations name their pattern (`TopicMatcher`'s ``pattern_of``), which then keeps
-        no store of its own. Only where destinations are not shared (no shadow)."""
+        no store of its own; ``pattern`` is ``words`` joined, if the caller has it. Only
+        where destinations are not shared (no shadow)."""
         if is_literal(words):
-            return self._literal.holds(".".join(words), destination)
+            return self._literal.holds(".".join(words) if pattern is None else pattern,
+                                       destination)
         if self._trie_deferred:
             return self._shapes.holds(words, destination)
         node: Any = self._root

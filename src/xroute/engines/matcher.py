@@ -135,9 +135,11 @@ class TopicMatcher:
     def add(self, pattern: str, destination: Hashable) -> None:
         """Bind ``pattern`` to ``destination``; binding the same pair again changes nothing."""
         check_pattern(pattern)
+        words = split_words(pattern)
+        bindings = self._bindings
         if self._pattern_of is None:
             binding: Any = (pattern, _hashable(destination))
-            if binding in self._bindings:
+            if binding in bindings:
                 return
         else:
             binding = _hashable(destination)
@@ -147,9 +149,9 @@ class TopicMatcher:
                     f"{short_repr(self._pattern_of(destination))}, not {short_repr(pattern)}",
                     destination,
                 )
-            if binding in self._bindings:
+            if (binding in bindings if bindings.__class__ is set
+                    else self._engine.holds(words, binding, pattern)):
                 return
-        words = split_words(pattern)
         if self._takes_pattern:
             self._engine.add(words, destination, pattern)
         else:
@@ -427,7 +429,8 @@ class _HeldByEngine:
         self._count = 0
 
     def __contains__(self, destination: Any) -> bool:
-        return self._engine.holds(split_words(self._pattern_of(destination)), destination)
+        pattern = self._pattern_of(destination)
+        return self._engine.holds(split_words(pattern), destination, pattern)
 
     def add(self, destination: Any) -> None:
         self._count += 1
