@@ -113,15 +113,26 @@ def test_pattern_of_refuses_another_pattern_and_finds_only_the_named_one():
 @pytest.mark.parametrize("name", ["trie", "compiled", "auto"])
 def test_ids_are_kept_from_the_first_read_on(name):
     """Key by key, no ids; the first batch numbers every destination bound so far."""
-    matcher = TopicMatcher(engine=name)
-    matcher.add("a.*", "q1")
-    matcher.add("a.b", "q2")
-    assert matcher.match("a.b") == {"q1", "q2"}
+    matcher = TopicMatcher(engine=name, pattern_of=itemgetter(0))
+    q1, q2, q3 = ("a.*", "q1"), ("a.b", "q2"), ("#", "q3")
+    matcher.add("a.*", q1)
+    matcher.add("a.b", q2)
+    assert matcher.match("a.b") == {q1, q2}
     assert not matcher._id_of  # noqa: SLF001 - what the laziness saves
     offsets, ids = matcher.match_many_ids(["a.b", "a.c", "b"])
-    assert _decode(matcher, offsets, ids) == [{"q1", "q2"}, {"q1"}, set()]
-    matcher.add("#", "q3")
-    matcher.remove("a.*", "q1")
-    assert matcher.match_many(["a.b", "c"]) == [{"q2", "q3"}, {"q3"}]
+    assert _decode(matcher, offsets, ids) == [{q1, q2}, {q1}, set()]
+    matcher.add("#", q3)
+    matcher.remove("a.*", q1)
+    assert matcher.match_many(["a.b", "c"]) == [{q2, q3}, {q3}]
     offsets, ids = matcher.match_many_ids(["a.b", "c"])
-    assert _decode(matcher, offsets, ids) == [{"q2", "q3"}, {"q3"}]
+    assert _decode(matcher, offsets, ids) == [{q2, q3}, {q3}]
+
+
+@pytest.mark.parametrize("name", ["trie", "compiled", "auto"])
+def test_match_many_before_any_batch_numbers_what_the_engine_needs(name):
+    """`compiled`'s `match_many` goes through its kernel, which writes ids: kept first."""
+    matcher = TopicMatcher(engine=name, pattern_of=itemgetter(0))
+    for pattern in ("a.*", "#.b", "c"):
+        matcher.add(pattern, (pattern, "q"))
+    assert matcher.match_many(["a.b", "c", "d"]) == [
+        {("a.*", "q"), ("#.b", "q")}, {("c", "q")}, set()]

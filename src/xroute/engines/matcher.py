@@ -108,13 +108,16 @@ class TopicMatcher:
         # kept by id is patched for these, not rebuilt (`ids_changed_since`).
         self._id_log: list[int] = []
         self._id_log_base = 0
-        # Ids are kept only from the first call that reads them on (a batch, `destinations`;
-        # `match_many` of an engine whose batch path writes ids), so a matcher used key by key
-        # never pays for them: three dict entries and an int a destination (150 bytes a
-        # binding of a topology). An engine with a native batch path is handed the live
-        # mapping now and reads it only from such calls.
-        self._ids_kept = False
+        # An engine with a native batch path returns our ids directly (see match_many_ids);
+        # it is handed the live mapping now and reads it only from calls that keep the ids
+        # first (a batch, `destinations`, its `match_many`). Ids are kept from the start for
+        # it, so that a first batch does not pay for numbering every destination, unless the
+        # destinations name their patterns (a topology's exchange, whose batches go through
+        # a `BatchRouter` that builds its tables of every binding anyway): then, as for every
+        # other engine, only from the first call that reads them, and a matcher used key by
+        # key never pays for them (two dict entries and an int a binding: 110 bytes).
         self._hook = getattr(self._engine, "use_destination_ids", None)
+        self._ids_kept = self._hook is not None and pattern_of is None
         if self._hook is not None:
             self._hook(self._id_of)
         if not shared_destinations or pattern_of is not None:
