@@ -56,8 +56,13 @@ class TopicMatcher:
     ``pattern_of`` says more: each destination is bound to the one pattern it names
     (``pattern_of(destination)``, a `Binding`'s routing key), so the matcher keeps a set of
     destinations, not of (pattern, destination) pairs (a tuple of 56 bytes a binding, and an
-    object for the collector); binding a destination to another pattern is refused. It
-    implies ``shared_destinations=False``.
+    object for the collector), and over ``auto``, which can tell from its own indexes, no
+    set at all; binding a destination to another pattern is refused. It implies
+    ``shared_destinations=False``.
+
+    ``ids_from_start=False`` keeps the batch API's destination ids only from its first call
+    (a matcher routed key by key: see `xroute.core.wildcard_queues`); the default keeps them
+    from the start for an engine with a native batch path unless ``pattern_of`` is given.
 
     >>> m = TopicMatcher()
     >>> m.add("floor_1.#", "q1")
@@ -72,6 +77,7 @@ class TopicMatcher:
         *,
         shared_destinations: bool = True,
         pattern_of: Callable[[Any], str] | None = None,
+        ids_from_start: bool | None = None,
     ) -> None:
         try:
             self._engine = ENGINES[engine]()
@@ -113,11 +119,14 @@ class TopicMatcher:
         # first (a batch, `destinations`, its `match_many`). Ids are kept from the start for
         # it, so that a first batch does not pay for numbering every destination, unless the
         # destinations name their patterns (a topology's exchange, whose batches go through
-        # a `BatchRouter` that builds its tables of every binding anyway): then, as for every
-        # other engine, only from the first call that reads them, and a matcher used key by
-        # key never pays for them (two dict entries and an int a binding: 110 bytes).
+        # a `BatchRouter` that builds its tables of every binding anyway) or the caller says
+        # otherwise (``ids_from_start``): then, as for every other engine, only from the
+        # first call that reads them, and a matcher used key by key never pays for them (two
+        # or three dict entries and an int a destination: 110-150 bytes).
         self._hook = getattr(self._engine, "use_destination_ids", None)
-        self._ids_kept = self._hook is not None and pattern_of is None
+        if ids_from_start is None:
+            ids_from_start = self._hook is not None and pattern_of is None
+        self._ids_kept = ids_from_start
         if self._hook is not None:
             self._hook(self._id_of)
         if not shared_destinations or pattern_of is not None:
