@@ -442,6 +442,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             **self._shapes.stats(),
             **(self._shadow.stats() if self._shadow is not None else {}),
             "auto_by_shape": self._by_shape is not None,
+            "auto_trie_deferred": self._trie_deferred,  # wildcards in the shapes alone
         }
 
     def _warm_dfa(self, keys: Any, budget: float) -> None:
