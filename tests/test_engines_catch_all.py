@@ -115,7 +115,11 @@ def test_a_matcher_whose_destinations_are_not_shared_keeps_every_binding_in_its_
     assert [actual.match(key) for key in probe] == expected.match_many(probe)
     assert_batches_equal(actual, probe, expected.match_many(probe))
     assert "shadowed_bindings" not in actual.stats()
+    # The shapes serve: the trie is made only when asked for (then with every binding).
+    assert actual.stats()["nodes"] == 1
+    assert len(list(actual._engine.patterns())) == len(bindings)  # noqa: SLF001
     assert actual.stats()["nodes"] == 6  # the root, "#", "a", "a.*", "a.#", "#.b"
+    assert [actual.match(key) for key in probe] == expected.match_many(probe)
 
 
 @SETTINGS

@@ -34,7 +34,8 @@ def test_members_stay_exact_and_shared_through_growth_and_shrinking(mode):
             if mode != "bare singletons" or len(found or ()) != 1:
                 assert sets.get(name) is found  # the same frozenset until the key changes
             elif found:
-                assert sets.frozen[name] is STALE  # kept bare: made on each read
+                (alone,) = found
+                assert sets.frozen[name] is alone  # kept bare: made on each read
             assert set(sets.members(name)) == (expected or set())
     assert dict(sets.items()).keys() == {k for k, v in truth.items() if v}
     keys, members = sets.columns()
@@ -55,11 +56,26 @@ def test_shared_singletons_are_one_frozenset_per_member():
 def test_bare_singletons_keep_no_frozenset_for_a_key_of_one_member():
     sets = FrozenSets(freeze_now=3, bare_singletons=True)
     sets.add("a", 1)
-    assert sets.frozen["a"] is STALE and sets.get("a") == {1}
+    assert sets.frozen["a"] == 1 and sets.get("a") == {1}  # the member itself: no second dict
     sets.add("a", 2)
     assert sets.frozen["a"] == {1, 2}
     sets.remove("a", 1)
-    assert sets.frozen["a"] is STALE and sets.get("a") == {2}
+    assert sets.frozen["a"] == 2 and sets.get("a") == {2}
     assert list(sets.items()) == [("a", (2,))] and sets.columns() == (["a"], [(2,)])
     sets.remove("a", 2)
     assert sets.get("a") is None and not sets.frozen and len(sets) == 0
+
+
+@pytest.mark.parametrize("odd", [frozenset({1}), frozenset(), None])
+def test_a_member_that_would_read_as_an_answer_is_never_kept_bare(odd):
+    """Readers take a frozenset in `frozen` as the answer itself: a frozenset member (or None,
+    read as absent) is kept in a frozenset of its own, alone and after a removal."""
+    sets = FrozenSets(freeze_now=3, bare_singletons=True)
+    sets.add("a", odd)
+    assert sets.frozen["a"] == frozenset((odd,)) and sets.get("a") == frozenset((odd,))
+    sets.add("a", 1)
+    sets.remove("a", 1)
+    assert sets.frozen["a"] == frozenset((odd,)) and set(sets.members("a")) == {odd}
+    assert list(sets.items()) == [("a", frozenset((odd,)))]
+    sets.remove("a", odd)
+    assert sets.get("a") is None

@@ -92,6 +92,18 @@ def _arguments(arguments: Any, what: str) -> dict[str, Any]:
     return dict(arguments)
 
 
+def _identity(source: str, target: Destination, routing_key: str, frozen: tuple) -> tuple:
+    """A binding's key in `Topology._bindings`. A queue's is made of strings (and the frozen
+    arguments) alone, so the collector stops tracking it at its first pass (a `Destination`
+    in it kept it tracked: an object a binding for every full collection to examine); it
+    never equals an exchange's, whose second item is the `Destination`. Without arguments
+    the key has three items (8 bytes less), never equal to one with arguments (four)."""
+    if target.kind == "queue":
+        return (source, target.name, routing_key, frozen) if frozen else (
+            source, target.name, routing_key)
+    return (source, target, routing_key, frozen) if frozen else (source, target, routing_key)
+
+
 def _check_equivalent(
     existing: Exchange,
     exchange_type: str,
@@ -374,7 +386,7 @@ class Topology:
         if target is None:
             target = Destination(destination_type, destination)
             target = self._targets.setdefault(target, target)
-        return exchange, target, arguments, (source, target, routing_key, frozen)
+        return exchange, target, arguments, _identity(source, target, routing_key, frozen)
 
     def check_bindable(self, destination: Any, destination_type: str = "queue") -> None:
         """`AccessRefused` (403) for a binding to or from a direct reply-to queue
@@ -507,7 +519,8 @@ class Topology:
         if self._route_cache is not None:
             self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
         frozen = frozen_arguments(binding.arguments) if binding.arguments else ()
-        del self._bindings[(binding.source, binding.destination, binding.routing_key, frozen)]
+        del self._bindings[
+            _identity(binding.source, binding.destination, binding.routing_key, frozen)]
         if watchers:
             for watcher in list(watchers):
                 watcher.binding_changed(binding, False)

@@ -85,7 +85,8 @@ class WildcardQueues:
     __slots__ = ("_matcher", "_repeats", "exchange_bindings", "match")
 
     def __init__(self, engine: str) -> None:
-        self._matcher = TopicMatcher(engine=engine)
+        # routed key by key only: no destination ids kept for batches
+        self._matcher = TopicMatcher(engine=engine, ids_from_start=False)
         # (pattern, queue) -> its bindings, kept only where there are two or more (the same
         # pattern and queue with other arguments is another binding, to the same queue)
         self._repeats: dict[tuple[str, str], int] = {}

@@ -34,11 +34,12 @@ per remembered key on every change (what made `bitmap` block on binding churn).
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from xroute.core.keys import split_words
 from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.catch_all import CatchAllShadow
 from xroute.engines.compiled import BatchKernel
@@ -46,6 +47,7 @@ from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
 from xroute.engines.literal import LiteralIndex, is_literal
 from xroute.engines.shapes import ShapeIndex
+from xroute.engines.trie import TrieEngine
 
 # Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
 # kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
@@ -142,10 +144,14 @@ class AutoEngine(BatchKernel, DfaEngine):
         # (`_changed`): a binding change then, not a route, pays for making it.
         self._parents = None
 
-    def add(self, words: Words, destination: Hashable) -> None:
+    # Given the pattern's own text too (`TopicMatcher` passes it): a literal binding's key is
+    # then that string, not a copy joined from the words (43 bytes a binding of MQTT's).
+    takes_pattern = True
+
+    def add(self, words: Words, destination: Hashable, pattern: str | None = None) -> None:
         shadow = self._shadow
         if is_literal(words):
-            self._literal.add(".".join(words), destination)
+            self._literal.add(".".join(words) if pattern is None else pattern, destination)
             self._flat = None
         elif shadow is None:
             self._add_wildcard(words, destination)
@@ -178,25 +184,99 @@ class AutoEngine(BatchKernel, DfaEngine):
                 return  # it was covered: no answer changes
         self._changed()
 
-    def destinations_not_shared(self) -> None:
+    def destinations_not_shared(
+        self, bindings: Callable[[], Iterable[tuple[str, Hashable]]] | None = None,
+    ) -> None:
         """Told by `TopicMatcher` (before any binding) that every binding has a destination of
         its own (a topology's `Binding` objects): no catch-all can shadow another binding, so
         no per-destination index of patterns is kept (about 100 bytes a wildcard binding).
         Nor can two keys or patterns share an answer of one destination: such answers are
-        kept as the destination alone, not a frozenset (216 bytes a binding)."""
+        kept as the destination alone, not a frozenset (216 bytes a binding).
+
+        ``bindings`` gives every (pattern, destination) bound, from the matcher's own store:
+        the trie is then made from it only once the shapes stop serving (`_make_trie`)."""
         self._shadow = None
         self._literal = LiteralIndex(bare_singletons=True)
         self._literal_keys = self._literal.keys
         self._shapes = ShapeIndex(self.patterns, bare_singletons=True)
         self._by_shape = self._shapes.matcher()
+        self._bindings = bindings
+        self._trie_deferred = bindings is not None
+
+    # While the wildcard patterns go by shape, nothing reads the trie (nor the DFA over it):
+    # a topology's exchange keeps them in the shape index alone until a pattern would make
+    # the shapes unusable, and makes the trie then (MQTT: a node, a (word, node) pair and a
+    # destinations tuple per word, 100 bytes and 1.6 objects for the collector a binding).
+    _trie_deferred = False
+    _deferred = 0  # wildcard bindings in the shapes alone
+    _bindings: Callable[[], Iterable[tuple[str, Hashable]]] | None = None
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
+        if self._trie_deferred:
+            if self._shapes.stays_usable(words):
+                self._shapes.add(words, destination)
+                self._deferred += 1
+                return
+            self._make_trie()
         super().add(words, destination)
         self._shapes.add(words, destination)
 
     def _remove_wildcard(self, words: Words, destination: Hashable) -> None:
+        if self._trie_deferred:
+            self._shapes.remove(words, destination)
+            self._deferred -= 1
+            return
         super().remove(words, destination)
         self._shapes.remove(words, destination)
+
+    def _make_trie(self) -> None:
+        """The trie of the wildcard patterns bound so far, from the matcher's store (called
+        before the binding at hand is in it, or after it left; once: it is then kept)."""
+        bound = list(self._bindings())  # type: ignore[misc]  # (from the shapes, while deferred)
+        self._trie_deferred = False
+        self._deferred = 0
+        for pattern, destination in bound:
+            words = split_words(pattern)
+            if not is_literal(words):
+                super().add(words, destination)
+
+    def holds(self, words: Words, destination: Hashable, pattern: str | None = None) -> bool:
+        """Whether ``words`` is bound to ``destination`` here; for a matcher whose
+        destinations name their pattern (`TopicMatcher`'s ``pattern_of``), which then keeps
+        no store of its own; ``pattern`` is ``words`` joined, if the caller has it. Only
+        where destinations are not shared (no shadow)."""
+        if is_literal(words):
+            return self._literal.holds(".".join(words) if pattern is None else pattern,
+                                       destination)
+        if self._trie_deferred:
+            return self._shapes.holds(words, destination)
+        node: Any = self._root
+        for word in words:
+            node = node.child(word)
+            if node is None:
+                return False
+        return destination in node.destinations
+
+    def bound_destinations(self) -> Iterator[Hashable]:
+        """The destination of every binding, once per binding (no destination shared)."""
+        for _, members in self._literal.items():
+            yield from members
+        if self._trie_deferred:
+            yield from self._shapes.destinations()
+        else:
+            for _, destination in TrieEngine.patterns(self):
+                yield destination
+
+    def patterns(self) -> Iterator[tuple[Words, Hashable]]:
+        """Every (wildcard pattern words, destination) in the trie (made if deferred)."""
+        if self._trie_deferred:
+            self._make_trie()
+        return super().patterns()
+
+    @property
+    def _trie_nodes(self) -> int:
+        # What the trie has, or would have while deferred (about two nodes a pattern).
+        return 2 * self._deferred if self._trie_deferred else self._nodes
 
     def _unshadow(self) -> None:
         """Before a read: the wildcard patterns of destinations whose floor rose (a floor
@@ -360,6 +440,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             **self._shapes.stats(),
             **(self._shadow.stats() if self._shadow is not None else {}),
             "auto_by_shape": self._by_shape is not None,
+            "auto_trie_deferred": self._trie_deferred,  # wildcards in the shapes alone
         }
 
     def _warm_dfa(self, keys: Any, budget: float) -> None:
@@ -425,5 +506,5 @@ class AutoEngine(BatchKernel, DfaEngine):
             return True
         bar = max(AUTO_FLATTEN_AFTER, len(self._literal_keys) // AUTO_FLATTEN_LITERALS_PER_KEY)
         if self._by_shape is not None:
-            bar = max(bar, self._nodes // AUTO_FLATTEN_NODES_PER_KEY)
+            bar = max(bar, self._trie_nodes // AUTO_FLATTEN_NODES_PER_KEY)
         return self._batch_keys_since_change >= bar

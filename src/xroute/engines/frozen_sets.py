@@ -13,10 +13,12 @@ every such key (`xroute.core.literal_routes`: an MQTT site's six literal topics 
 client queue, one frozenset of 216 bytes, not six). Only for members that many keys share:
 for members of one key each, the shared table would cost a dict entry more.
 
-With ``bare_singletons`` a key of one member keeps the member itself, and `get` makes its
-frozenset on each read (the hot paths see `STALE` and ask `get`): for members that no two
-keys share (a topology's `Binding` objects, each its own destination), whose frozensets no
-reader can share either, a frozenset of 216 bytes a binding becomes a dict entry.
+With ``bare_singletons`` a key of one member keeps the member itself in `FrozenSets.frozen`,
+in place of a frozenset, and `get` makes its frozenset on each read (the hot paths see a value
+that is not a frozenset and ask `get`): for members that no two keys share (a topology's
+`Binding` objects, each its own destination), whose frozensets no reader can share either, a
+frozenset of 216 bytes a binding becomes the dict entry the key needs anyway. (A member that
+is itself a frozenset, or None, is never kept bare: it would read as an answer.)
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ STALE: Any = object()
 class FrozenSets:
     """Key -> frozenset of members; see the module's doc.
 
-    ``frozen`` is public for hot paths, which read it inline: a key's frozenset, or `STALE`
-    (then `get` makes it); a key without members is absent.
+    ``frozen`` is public for hot paths, which read it inline: a key's frozenset, or anything
+    else (`STALE`, or a member kept bare: then `get` makes it); a key without members is
+    absent.
     """
 
     __slots__ = ("frozen", "_large", "_freeze_now", "_ones", "_bare")
@@ -45,8 +48,8 @@ class FrozenSets:
         self._freeze_now = freeze_now
         # member -> frozenset of it alone, shared by the keys it is the only member of
         self._ones: dict[Hashable, frozenset] | None = {} if share_singletons else None
-        # key -> its one member, with `STALE` in `frozen` (see the module's doc)
-        self._bare: dict[Any, Hashable] | None = {} if bare_singletons else None
+        # A key of one member keeps it in `frozen` itself (see the module's doc).
+        self._bare = bare_singletons
 
     def _alone(self, member: Hashable) -> frozenset:
         """The frozenset of ``member`` alone: shared if `share_singletons`."""
@@ -68,14 +71,12 @@ class FrozenSets:
             self.frozen[key] = STALE
             return
         small = self.frozen.get(key)
-        bare = self._bare
-        if bare is not None:
-            if small is None:
-                self.frozen[key] = STALE
-                bare[key] = member
+        if self._bare:
+            if small is None and member is not None and member.__class__ is not frozenset:
+                self.frozen[key] = member
                 return
-            if small is STALE:  # one member, kept bare: two now
-                small = frozenset((bare.pop(key),))
+            if small is not None and small.__class__ is not frozenset:
+                small = frozenset((small,))  # one member, kept bare: two now
         if small is None:
             self.frozen[key] = self._alone(member)
         elif len(small) < self._freeze_now:
@@ -86,13 +87,13 @@ class FrozenSets:
 
     def remove(self, key: Any, member: Hashable) -> None:
         """Remove ``member``, one of ``key``'s members; a key left without any goes."""
-        bare = self._bare
-        if bare is not None and key in bare:
-            del bare[key], self.frozen[key]
-            return
         large = self._large.get(key)
         if large is None:
-            left = self.frozen[key] - {member}
+            current = self.frozen[key]
+            if current.__class__ is not frozenset:  # one member, kept bare
+                del self.frozen[key]
+                return
+            left = current - {member}
         else:
             large.discard(member)
             if len(large) > self._freeze_now:
@@ -100,9 +101,10 @@ class FrozenSets:
                 return
             left = frozenset(large)
             del self._large[key]
-        if len(left) == 1 and bare is not None:
-            (bare[key],) = left
-            self.frozen[key] = STALE
+        if len(left) == 1 and self._bare:
+            (alone,) = left
+            self.frozen[key] = alone if alone is not None and alone.__class__ is not frozenset \
+                else left
         elif len(left) == 1 and self._ones is not None:
             (alone,) = left
             self.frozen[key] = self._alone(alone)
@@ -114,11 +116,11 @@ class FrozenSets:
     def get(self, key: Any) -> frozenset | None:
         """``key``'s members as its shared frozenset, or None if it has none."""
         found = self.frozen.get(key)
-        if found is STALE:
-            large = self._large.get(key)
-            if large is None:  # one member, kept bare: a frozenset for this read
-                return frozenset((self._bare[key],))  # type: ignore[index]
-            found = self.frozen[key] = frozenset(large)
+        if found is None or found.__class__ is frozenset:
+            return found
+        if found is not STALE:  # one member, kept bare: a frozenset for this read
+            return frozenset((found,))
+        found = self.frozen[key] = frozenset(self._large[key])
         return found
 
     def members(self, key: Any) -> Collection[Hashable]:
@@ -127,17 +129,19 @@ class FrozenSets:
         large = self._large.get(key)
         if large is not None:
             return large
-        found = self.frozen.get(key, ())
-        return (self._bare[key],) if found is STALE else found  # type: ignore[index]
+        found = self.frozen.get(key)
+        if found is None:
+            return ()
+        return found if found.__class__ is frozenset else (found,)
 
     def items(self) -> Iterator[tuple[Any, Collection[Hashable]]]:
         """Every (key, members) pair, the members as they are kept."""
-        large, bare = self._large, self._bare
+        large = self._large
         for key, frozen in self.frozen.items():
-            if frozen is STALE:
-                yield key, large[key] if key in large else (bare[key],)  # type: ignore[index]
-            else:
+            if frozen.__class__ is frozenset:
                 yield key, frozen
+            else:
+                yield key, large[key] if frozen is STALE else (frozen,)
 
     def columns(self) -> tuple[list[Any], list[Collection[Hashable]]]:
         """Every key, and its members as they are kept: two lists in the same order, without
@@ -145,9 +149,9 @@ class FrozenSets:
         keys = list(self.frozen)
         found = list(self.frozen.values())
         if self._large or self._bare:
-            large, bare = self._large, self._bare
-            found = [(large[key] if key in large else (bare[key],))  # type: ignore[index]
-                     if members is STALE else members
+            large = self._large
+            found = [members if members.__class__ is frozenset
+                     else large[key] if members is STALE else (members,)
                      for key, members in zip(keys, found)]
         return keys, found
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Iterator
 
 from xroute.core.keys import HASH, STAR
-from xroute.engines.frozen_sets import STALE, FrozenSets
+from xroute.engines.frozen_sets import FrozenSets
 
 # A key with more destinations than this keeps them in a set, frozen on its next route.
 _FREEZE_NOW = 8
@@ -59,7 +59,7 @@ class LiteralIndex:
         literal = self._frozen.get(key)
         if literal is None:
             return found
-        if literal is STALE:
+        if literal.__class__ is not frozenset:  # STALE, or a member kept bare
             literal = self._sets.get(key)
         if not found:
             return literal
@@ -70,6 +70,10 @@ class LiteralIndex:
                 self._unions.clear()
             union = self._unions[pair] = literal | found
         return union
+
+    def holds(self, key: str, destination: Hashable) -> bool:
+        """Whether ``destination`` is bound to ``key``."""
+        return destination in self._sets.members(key)
 
     def items(self) -> Iterator[tuple[str, Collection[Hashable]]]:
         """Every (key, destinations) pair."""

@@ -53,6 +53,16 @@ class TopicMatcher:
     ``shared_destinations=False`` says that no two bindings will share a destination (a
     topology binds each `Binding` object): ``auto`` then keeps no index of each destination's
     patterns, which it uses to leave out the other bindings of a destination bound with ``#``.
+    ``pattern_of`` says more: each destination is bound to the one pattern it names
+    (``pattern_of(destination)``, a `Binding`'s routing key), so the matcher keeps a set of
+    destinations, not of (pattern, destination) pairs (a tuple of 56 bytes a binding, and an
+    object for the collector), and over ``auto``, which can tell from its own indexes, no
+    set at all; binding a destination to another pattern is refused. It implies
+    ``shared_destinations=False``.
+
+    ``ids_from_start=False`` keeps the batch API's destination ids only from its first call
+    (a matcher routed key by key: see `xroute.core.wildcard_queues`); the default keeps them
+    from the start for an engine with a native batch path unless ``pattern_of`` is given.
 
     >>> m = TopicMatcher()
     >>> m.add("floor_1.#", "q1")
@@ -66,6 +76,8 @@ class TopicMatcher:
         cache: bool | None = None,
         *,
         shared_destinations: bool = True,
+        pattern_of: Callable[[Any], str] | None = None,
+        ids_from_start: bool | None = None,
     ) -> None:
         try:
             self._engine = ENGINES[engine]()
@@ -77,10 +89,20 @@ class TopicMatcher:
         if cache is None:
             cache = getattr(self._engine, "route_cache_default", True)
         self._cache: RouteCache | None = RouteCache() if cache else None
-        self._bindings: set[tuple[str, Hashable]] = set()
+        # An engine that keeps the pattern's text (``auto``'s literal keys) is handed it.
+        self._takes_pattern: bool = getattr(self._engine, "takes_pattern", False)
+        # The bindings: (pattern, destination) pairs, or the destinations alone where each
+        # names its pattern (``pattern_of``).
+        self._pattern_of = pattern_of
+        self._bindings: set[Any] | _HeldByEngine = set()
+        if pattern_of is not None and hasattr(self._engine, "holds"):
+            # ``auto`` can tell a destination's binding from its own indexes: no set here
+            # (42 bytes a binding of a topology, beside the topology's own store).
+            self._bindings = _HeldByEngine(self._engine, pattern_of)
         # Destination ids for the batch API: stable while a destination has a binding; the id
         # of a destination that loses its last binding is reused by the next new one.
         self._id_of: dict[Hashable, int] = {}
+        # Bindings per destination (not kept with ``pattern_of``: one each).
         self._refs: dict[Hashable, int] = {}
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
@@ -92,16 +114,25 @@ class TopicMatcher:
         # kept by id is patched for these, not rebuilt (`ids_changed_since`).
         self._id_log: list[int] = []
         self._id_log_base = 0
-        # An engine with a native batch path returns our ids directly (see match_many_ids), so
-        # it needs them from the start; for the others they are kept only from the first batch
-        # call on, and a matcher used key by key never pays for them (about 12 MB at 100k
-        # destinations).
-        hook = getattr(self._engine, "use_destination_ids", None)
-        self._ids_kept = hook is not None
-        if hook is not None:
-            hook(self._id_of)
-        if not shared_destinations:
-            getattr(self._engine, "destinations_not_shared", lambda: None)()
+        # An engine with a native batch path returns our ids directly (see match_many_ids);
+        # it is handed the live mapping now and reads it only from calls that keep the ids
+        # first (a batch, `destinations`, its `match_many`). Ids are kept from the start for
+        # it, so that a first batch does not pay for numbering every destination, unless the
+        # destinations name their patterns (a topology's exchange, whose batches go through
+        # a `BatchRouter` that builds its tables of every binding anyway) or the caller says
+        # otherwise (``ids_from_start``): then, as for every other engine, only from the
+        # first call that reads them, and a matcher used key by key never pays for them (two
+        # or three dict entries and an int a destination: 110-150 bytes).
+        self._hook = getattr(self._engine, "use_destination_ids", None)
+        if ids_from_start is None:
+            ids_from_start = self._hook is not None and pattern_of is None
+        self._ids_kept = ids_from_start
+        if self._hook is not None:
+            self._hook(self._id_of)
+        if not shared_destinations or pattern_of is not None:
+            told = getattr(self._engine, "destinations_not_shared", None)
+            if told is not None:
+                told(self.bindings)
 
     @property
     def engine(self) -> str:
@@ -116,11 +147,27 @@ class TopicMatcher:
     def add(self, pattern: str, destination: Hashable) -> None:
         """Bind ``pattern`` to ``destination``; binding the same pair again changes nothing."""
         check_pattern(pattern)
-        binding = (pattern, _hashable(destination))
-        if binding in self._bindings:
-            return
         words = split_words(pattern)
-        self._engine.add(words, destination)
+        bindings = self._bindings
+        if self._pattern_of is None:
+            binding: Any = (pattern, _hashable(destination))
+            if binding in bindings:
+                return
+        else:
+            binding = _hashable(destination)
+            if self._pattern_of(destination) != pattern:
+                raise InvalidArguments(
+                    f"destination {short_repr(destination)} names the pattern "
+                    f"{short_repr(self._pattern_of(destination))}, not {short_repr(pattern)}",
+                    destination,
+                )
+            if (binding in bindings if bindings.__class__ is set
+                    else self._engine.holds(words, binding, pattern)):
+                return
+        if self._takes_pattern:
+            self._engine.add(words, destination, pattern)
+        else:
+            self._engine.add(words, destination)
         self._bindings.add(binding)
         self._memo = None  # every key's answer may change: the next batch starts a new one
         self._count_destination(destination, +1)
@@ -129,8 +176,8 @@ class TopicMatcher:
 
     def remove(self, pattern: str, destination: Hashable) -> None:
         """Unbind the pair; `BindingNotFound` if it was never bound."""
-        binding = (check_pattern(pattern), _hashable(destination))
-        if binding not in self._bindings:
+        binding = self._binding(check_pattern(pattern), _hashable(destination))
+        if binding is None:
             raise BindingNotFound(pattern, destination)
         words = split_words(pattern)
         self._engine.remove(words, destination)
@@ -142,7 +189,16 @@ class TopicMatcher:
 
     def has(self, pattern: str, destination: Hashable) -> bool:
         """Whether ``pattern`` is bound to ``destination``."""
-        return (pattern, _hashable(destination)) in self._bindings
+        return self._binding(pattern, _hashable(destination)) is not None
+
+    def _binding(self, pattern: str, destination: Hashable) -> Any:
+        """The entry of the binding in ``_bindings``, or None if it is not bound."""
+        if self._pattern_of is None:
+            pair = (pattern, destination)
+            return pair if pair in self._bindings else None
+        if destination in self._bindings and self._pattern_of(destination) == pattern:
+            return destination
+        return None
 
     def match(self, key: str) -> frozenset:
         """The destinations whose patterns match the routing ``key``."""
@@ -169,7 +225,10 @@ class TopicMatcher:
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
         """`match` for every key, in the same order."""
-        return self._match_checked([check_routing_key(key) for key in keys])
+        keys = [check_routing_key(key) for key in keys]
+        if self._hook is not None:
+            self._keep_ids()  # an engine with a native batch path may read them (`compiled`)
+        return self._match_checked(keys)
 
     def _match_checked(self, keys: list[str]) -> list[frozenset]:
         """`match_many` of keys validated already (a batch's, by `_batch_keys`)."""
@@ -271,7 +330,10 @@ class TopicMatcher:
 
     def bindings(self) -> Iterator[tuple[str, Hashable]]:
         """Every (pattern, destination) pair bound."""
-        return iter(self._bindings)
+        pattern_of = self._pattern_of
+        if pattern_of is None:
+            return iter(self._bindings)
+        return ((pattern_of(destination), destination) for destination in self._bindings)
 
     def stats(self) -> dict[str, Any]:
         """Engine figures (nodes, states, cache hits) plus the binding count."""
@@ -289,15 +351,19 @@ class TopicMatcher:
     def _keep_ids(self) -> None:
         if not self._ids_kept:
             self._ids_kept = True
-            for _, destination in self._bindings:
+            for _, destination in self.bindings():
                 self._count_destination(destination, +1)
 
     def _count_destination(self, destination: Hashable, delta: int) -> None:
         if not self._ids_kept:
             return
-        refs = self._refs.get(destination, 0) + delta
+        if self._pattern_of is not None:  # one binding a destination: no count kept
+            refs = delta
+        else:
+            refs = self._refs.get(destination, 0) + delta
         if refs > 0:
-            self._refs[destination] = refs
+            if self._pattern_of is None:
+                self._refs[destination] = refs
             if refs == 1 and delta > 0:
                 self._ids_version += 1
                 new_id = self._free_ids.pop() if self._free_ids else len(self._by_id)
@@ -308,7 +374,8 @@ class TopicMatcher:
                 self._id_of[destination] = new_id
                 self._log_id(new_id)
             return
-        del self._refs[destination]
+        if self._pattern_of is None:
+            del self._refs[destination]
         self._ids_version += 1
         old_id = self._id_of.pop(destination)
         self._by_id[old_id] = None
@@ -359,6 +426,35 @@ class TopicMatcher:
         offsets = np.zeros(len(results) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         return offsets, parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class _HeldByEngine:
+    """The bound destinations of a matcher with ``pattern_of`` whose engine can say whether
+    it holds a (pattern, destination) binding and list what it holds (``auto``): the set's
+    operations the matcher uses, over the engine's own indexes and a count."""
+
+    __slots__ = ("_engine", "_pattern_of", "_count")
+
+    def __init__(self, engine: Any, pattern_of: Callable[[Any], str]) -> None:
+        self._engine = engine
+        self._pattern_of = pattern_of
+        self._count = 0
+
+    def __contains__(self, destination: Any) -> bool:
+        pattern = self._pattern_of(destination)
+        return self._engine.holds(split_words(pattern), destination, pattern)
+
+    def add(self, destination: Any) -> None:
+        self._count += 1
+
+    def remove(self, destination: Any) -> None:
+        self._count -= 1
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._engine.bound_destinations()
+
+    def __len__(self) -> int:
+        return self._count
 
 
 def _hashable(destination: Any) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 
 from xroute.core.keys import HASH, STAR
 from xroute.engines.base import EMPTY, Words
-from xroute.engines.frozen_sets import STALE, FrozenSets
+from xroute.engines.frozen_sets import FrozenSets
 
 # Beyond this many shapes, a key's lookups cost more than a warm DFA walk of a 5-word key
 # (about 1 µs against 0.15 µs a lookup): the caller's DFA answers instead.
@@ -87,7 +87,7 @@ class _Shape:
         words for it)."""
         literal = self.take(words)
         found = self.frozen.get(literal, EMPTY)
-        return found if found is not STALE else self.entries.get(literal)
+        return found if found.__class__ is frozenset else self.entries.get(literal)
 
 
 def _nothing(words: Any) -> tuple[()]:
@@ -161,6 +161,25 @@ class ShapeIndex:
     def usable(self) -> bool:
         """True if every pattern has a shape and there are at most `MAX_SHAPES` of them."""
         return not self._unshaped and len(self._counts) <= MAX_SHAPES
+
+    def holds(self, words: Words, destination: Hashable) -> bool:
+        """Whether the wildcard pattern ``words`` is indexed for ``destination`` (while the
+        entries are kept: not after a drop; a copy counts as its entry)."""
+        shape = self._shapes.get(shape_of(words))  # type: ignore[arg-type]
+        return shape is not None and destination in shape.entries.members(shape.take(words))
+
+    def destinations(self) -> Iterator[Hashable]:
+        """The destination of every entry, once per entry (while the entries are kept)."""
+        for shape in self._shapes.values():
+            for _, members in shape.entries.items():
+                yield from members
+
+    def stays_usable(self, words: Words) -> bool:
+        """Whether the index would still be `usable` with one more pattern ``words``."""
+        if not self.usable:
+            return False
+        key = shape_of(words)
+        return key is not None and (key in self._counts or len(self._counts) < MAX_SHAPES)
 
     def add(self, words: Words, destination: Hashable) -> None:
         """Index the new binding of the wildcard pattern ``words`` to ``destination``."""
@@ -255,7 +274,8 @@ class ShapeIndex:
             if size < least or (exact and size != least):
                 return EMPTY
             found = frozen.get(take(words), EMPTY)
-            return found if found is not STALE else shape.lookup(words)
+            # not a frozenset: STALE, or a destination kept bare (`xroute.engines.frozen_sets`)
+            return found if found.__class__ is frozenset else shape.lookup(words)
 
         return match_one_shape
 
@@ -275,7 +295,7 @@ class ShapeIndex:
         several: list[frozenset] | None = None
         for take, frozen, shape in plan:
             answer = frozen.get(take(words), EMPTY)
-            if answer is STALE:
+            if answer.__class__ is not frozenset:  # STALE, or kept bare
                 answer = shape.lookup(words)
             if answer:
                 if found:

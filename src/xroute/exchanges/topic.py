@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 from xroute.core.errors import PreconditionFailed
@@ -28,8 +29,9 @@ class TopicExchange:
 
     def __init__(self, engine: str, profile: Profile = DEFAULT_PROFILE) -> None:
         self._engine = engine
-        # Each binding is its own destination: no binding can shadow another's.
-        self.matcher = TopicMatcher(engine=engine, shared_destinations=False)
+        # Each binding is its own destination, bound to its own key: no binding can shadow
+        # another's, and the matcher keeps the bindings, not (key, binding) pairs.
+        self.matcher = TopicMatcher(engine=engine, pattern_of=attrgetter("routing_key"))
         self.max_hash_words = profile.max_hash_words
         # An engine that keeps literal bindings apart (``auto``) can match the wildcard ones
         # alone: the literal ones' queue names are then counted here, by key, and
