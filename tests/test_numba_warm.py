@@ -20,6 +20,7 @@ import pyarrow as pa
 from xroute import Topology
 from xroute.core.batch import BatchRouter
 from xroute.core import _batch_kernel
+from xroute.engines import _memo_kernel
 from xroute.engines import TopicMatcher
 from xroute.engines import _kernel
 import xroute
@@ -33,8 +34,9 @@ router = BatchRouter(t)
 router.route("amq.topic", ["a.b"])  # by key: the key memo's kernels
 router.route("amq.match", ["a"], [{"k": 1}])  # headers decide: the batch walk's
 kernels = {"route_batch": _kernel.route_batch, "expand_groups": _batch_kernel.expand_groups,
-           "write_pairs": _batch_kernel.write_pairs, "memo_insert": _batch_kernel.memo_insert,
-           "write_answers": _batch_kernel.write_answers}
+           "write_pairs": _batch_kernel.write_pairs, "memo_insert": _memo_kernel.memo_insert,
+           "write_answers": _memo_kernel.write_answers,
+           "mark_seen": _memo_kernel.mark_seen}
 print(json.dumps({
     "file": xroute.__file__,
     "hits": {k: sum(f.stats.cache_hits.values()) for k, f in kernels.items()},

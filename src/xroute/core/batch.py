@@ -31,13 +31,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xroute.core.batch_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo
 from xroute.core.errors import InvalidRoutingKey, XRouteError
 from xroute.core.headers import check_headers
 from xroute.core.keys import MAX_KEY_BYTES, check_routing_key
 from xroute.core.model import Binding, Exchange
 from xroute.core.topology import DEFAULT_EXCHANGE, Topology
+from xroute.engines import key_memo
 from xroute.engines.compiled import utf8_buffers
+from xroute.engines.key_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo
 from xroute.exchanges import STANDARD_TYPES
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
@@ -128,7 +129,7 @@ class BatchRouter:
     change, and a topic exchange's id tables are patched for the ids that changed.
 
     Messages without headers that matter (no ``CC``/``BCC``, no headers exchange on their
-    way) are routed by key: a key memo per exchange (`xroute.core.batch_memo`) answers keys
+    way) are routed by key: a key memo per exchange (`xroute.engines.key_memo`) answers keys
     seen before in one compiled loop, and the others are routed once each by
     `Topology.route` (its route cache and first-route path, as single routes), then kept. Their
     hits are counted when read (`BatchRoutes.hits`).
@@ -374,7 +375,6 @@ class BatchRouter:
         memo, else `Topology.route` once per distinct key (then kept)."""
         if not len(messages):
             return _EMPTY_ANSWERS, _ONE_START, _EMPTY_QUEUES
-        kernel = _kernel()
         if isinstance(keys, list):
             # Keys given as str: through Arrow, whose buffers the kernel reads.
             import pyarrow as pa
@@ -391,7 +391,7 @@ class BatchRouter:
             if memo is None:
                 memo = self._memos[exchange] = KeyMemo()
                 self._reachable_from(exchange)
-            answers, missed = memo.probe(kernel, data, key_offsets, probed)
+            answers, missed = memo.probe(data, key_offsets, probed)
             if missed:
                 if memo.make_room(missed):
                     answers.fill(-1)  # it started again: every key is new to it
@@ -435,7 +435,7 @@ class BatchRouter:
                         errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers_array[i])]
                     answers[lost[~kept]] = answer(EMPTY_NAMES, queue_index)
                     lost, lost_at, numbers_array = lost[kept], lost_at[kept], numbers_array[kept]
-                memo.insert(kernel, data, key_offsets, lost_at, numbers_array)
+                memo.insert(data, key_offsets, lost_at, numbers_array)
             starts, ids = memo.answers()
         return answers, starts, ids
 
@@ -752,7 +752,8 @@ def _merge(
     np.cumsum(counts, out=offsets[1:])
     into = np.empty(int(offsets[-1]), dtype=np.int32)
     if len(keyed):
-        _kernel().write_answers(answers, answer_starts, answer_ids, offsets[keyed], into)
+        key_memo.kernel().write_answers(answers, answer_starts, answer_ids, offsets[keyed],
+                                        into)
     if len(rows):
         rank = np.arange(len(rows)) - np.searchsorted(rows, rows)  # within its message
         into[offsets[rows] + rank] = queue_ids

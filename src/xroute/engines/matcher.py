@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from xroute.core.batch_memo import MISSING, KeyMemo
 from xroute.core.errors import (
     BindingNotFound,
     InvalidArguments,
@@ -27,6 +26,7 @@ from xroute.core.keys import (
 )
 from xroute.engines.base import ENGINES
 from xroute.engines.cache import RouteCache
+from xroute.engines.key_memo import MISSING, KeyMemo
 
 DEFAULT_ENGINE = "auto"
 # A batch's distinct answer of at most this many destinations becomes ids as a Python list
@@ -85,8 +85,9 @@ class TopicMatcher:
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
         self._ids_version = 0
-        # Batch keys -> their ids (`xroute.core.batch_memo`), from the first Arrow batch of
-        # `MEMO_MIN_BATCH` keys on; dropped on every binding change.
+        # Batch keys -> their ids (`xroute.engines.key_memo`), for Arrow batches of
+        # `MEMO_MIN_BATCH` keys or more: a key is kept once it repeats; dropped on every
+        # binding change.
         self._memo: KeyMemo | None = None
         # The ids that changed, in order, from version ``_id_log_base`` on (bounded): a table
         # kept by id is patched for these, not rebuilt (`ids_changed_since`).
@@ -202,8 +203,9 @@ class TopicMatcher:
     def _match_ids_memo(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """`match_many_ids` of an Arrow batch through the key memo: keys answered since the
         last binding change are probed and copied in one compiled loop, the others matched by
-        the engine (`_match_ids`) and kept."""
-        from xroute.core import _batch_kernel as kernel  # numba, loaded on the first batch
+        the engine (`_match_ids`); of those, the keys seen before (`KeyMemo.seen_again`) are
+        kept. A first pass over new keys keeps nothing: it pays a hash a key, not the copy
+        of each key's bytes and ids (0.3-1 µs a key, a third of a first route)."""
         from xroute.engines.compiled import utf8_buffers
 
         memo = self._memo
@@ -211,24 +213,42 @@ class TopicMatcher:
             memo = self._memo = KeyMemo(MEMO_MAX_KEYS, MEMO_MAX_CELLS)
         data, key_offsets = utf8_buffers(keys)
         everyone = np.arange(len(keys), dtype=np.int64)
-        answers, missed = memo.probe(kernel, data, key_offsets, everyone)
-        if missed:
-            if memo.make_room(missed):
-                answers.fill(MISSING)
-                missed = len(keys)
-            lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
-            offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
-            numbers = memo.add_answers(offsets, ids) + np.arange(len(lost), dtype=np.int32)
-            memo.insert(kernel, data, key_offsets, lost, numbers)
-            if missed == len(keys):
-                return offsets, ids  # every key was new: the engine's answer as it is
-            answers[lost] = numbers
-        starts, ids = memo.answers()
-        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(np.diff(starts)[answers], out=offsets[1:])
-        found = np.empty(int(offsets[-1]), dtype=np.int32)
-        kernel.write_answers(answers, starts, ids, offsets, found)
-        return offsets, found
+        answers, missed = memo.probe(data, key_offsets, everyone)
+        if not missed:
+            return _written(memo, answers)
+        lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
+        again = memo.seen_again(data, key_offsets, lost)
+        kept = int(np.count_nonzero(again))
+        if kept and memo.make_room(kept):  # started again empty: the hits' answers are gone
+            lost, missed, kept = everyone, len(keys), 0
+        offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
+        sizes = np.diff(offsets)
+        if kept:  # keys that repeat: their answers, then the keys, kept
+            if kept == len(lost):
+                kept_at, first = lost, memo.add_answers(offsets, ids)
+            else:
+                kept_offsets = np.zeros(kept + 1, dtype=np.int64)
+                np.cumsum(sizes[again], out=kept_offsets[1:])
+                kept_at = lost[again]
+                first = memo.add_answers(kept_offsets, ids[np.repeat(again, sizes)])
+            numbers = np.arange(first, first + kept, dtype=np.int32)
+            memo.insert(data, key_offsets, kept_at, numbers)
+            answers[kept_at] = numbers
+        if missed == len(keys):
+            return offsets, ids  # every key went to the engine: its answer as it is
+        if kept == len(lost):
+            return _written(memo, answers)
+        # The keys met once are answered for this batch only: their answers are made, written
+        # out and dropped (no key leads to them).
+        once = ~again
+        once_offsets = np.zeros(len(lost) - kept + 1, dtype=np.int64)
+        np.cumsum(sizes[once], out=once_offsets[1:])
+        first = memo.add_answers(once_offsets, ids[np.repeat(once, sizes)] if kept else ids)
+        answers[lost[once]] = np.arange(first, first + len(lost) - kept, dtype=np.int32)
+        try:
+            return _written(memo, answers)
+        finally:
+            memo.truncate(first)
 
     def _match_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """`match_many_ids` of validated keys, by the engine (no memo)."""
@@ -359,6 +379,18 @@ class TopicMatcher:
         offsets = np.zeros(len(results) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
         return offsets, parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _written(memo: KeyMemo, answers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, ids)`` of a batch whose keys all have answers in ``memo``."""
+    from xroute.engines import key_memo
+
+    starts, ids = memo.answers()
+    offsets = np.zeros(len(answers) + 1, dtype=np.int64)
+    np.cumsum(np.diff(starts)[answers], out=offsets[1:])
+    found = np.empty(int(offsets[-1]), dtype=np.int32)
+    key_memo.kernel().write_answers(answers, starts, ids, offsets, found)
+    return offsets, found
 
 
 def _hashable(destination: Any) -> Any:
