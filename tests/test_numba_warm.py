@@ -28,6 +28,7 @@ m = TopicMatcher(engine="compiled")
 m.add("a.*", "q")
 m.match_many_ids(["a.b", "c"])
 m.match_many_ids(pa.array(["a.b"], pa.large_string()))
+m.match_many_ids(pa.array([f"a.{i}" for i in range(40)]))  # the key memo's filter of keys seen
 t = Topology(); t.declare_queue("q"); t.bind("amq.topic", "q", "a.*")
 t.bind("amq.match", "q", "", {"x-match": "any", "k": 1})
 router = BatchRouter(t)
@@ -79,3 +80,4 @@ def test_warm_cache_serves_a_process_that_imports_xroute_from_a_zip(tmp_path):
     assert found["hits"]["route_batch"] >= 2, found
     assert found["hits"]["expand_groups"] >= 1 and found["hits"]["write_pairs"] >= 1, found
     assert found["hits"]["memo_insert"] >= 1 and found["hits"]["write_answers"] >= 1, found
+    assert found["hits"]["mark_seen"] >= 1, found

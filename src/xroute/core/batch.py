@@ -38,7 +38,7 @@ from xroute.core.model import Binding, Exchange
 from xroute.core.topology import DEFAULT_EXCHANGE, Topology
 from xroute.engines import key_memo
 from xroute.engines.compiled import utf8_buffers
-from xroute.engines.key_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo
+from xroute.engines.key_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo, SeenKeys
 from xroute.exchanges import STANDARD_TYPES
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
@@ -175,6 +175,9 @@ class BatchRouter:
         self._id_tables: dict[str, tuple[int, _IdTables]] = {}
         # Per exchange published to: its key memo (routes of messages by key alone).
         self._memos: dict[str, KeyMemo] = {}
+        # Per exchange published to: which keys were seen (a key is kept in the memo once it
+        # repeats); kept when a change drops the memo.
+        self._seen: dict[str, SeenKeys] = {}
         # Routes whose hits are to be counted when read, or before the next change.
         self._uncounted: weakref.WeakSet[BatchRoutes] = weakref.WeakSet()
         self._names_changed = False  # a queue or an exchange was declared or deleted
@@ -372,7 +375,7 @@ class BatchRouter:
         self, exchange: str, keys: Any, messages: np.ndarray, errors: dict[int, XRouteError]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each message's answer number, and the answers' (starts, queue ids): from the key
-        memo, else `Topology.route` once per distinct key (then kept)."""
+        memo, else `Topology.route_uncached` once per distinct key (kept if seen before)."""
         if not len(messages):
             return _EMPTY_ANSWERS, _ONE_START, _EMPTY_QUEUES
         if isinstance(keys, list):
@@ -403,41 +406,56 @@ class BatchRouter:
                         every[i] for i in lost_at.tolist()]
                 else:
                     lost_keys = [keys_here[i].as_py() for i in lost_at.tolist()]
-                route = self.topology.route
-                queue_index = self._queue_index
-                answer, answer_of = memo.answer, memo.answer_of
-                found: dict[str, int] = {}
-                refused: list[XRouteError] = []  # answer REFUSED - i: refused with refused[i]
-                numbers = []
-                for key in lost_keys:
-                    number = found.get(key)
-                    if number is None:
-                        try:
-                            names = route(exchange, key)
-                        except XRouteError as error:
-                            number = REFUSED - len(refused)
-                            refused.append(error)
-                        else:
-                            if len(names) == 1:  # most keys of most shapes: its queue's id
-                                for name in names:
-                                    number = ONE_QUEUE - queue_index[name]
-                            else:
-                                number = answer_of.get(names)
-                                if number is None:
-                                    number = answer(names, queue_index)
-                        found[key] = number
-                    numbers.append(number)
-                numbers_array = np.array(numbers, dtype=np.int32)
-                answers[lost] = numbers_array
-                kept = numbers_array > REFUSED
+                numbers, refused = self._first_routes(exchange, lost_keys, memo)
+                answers[lost] = numbers
                 if refused:
+                    kept = numbers > REFUSED
                     for i in np.flatnonzero(~kept).tolist():
-                        errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers_array[i])]
-                    answers[lost[~kept]] = answer(EMPTY_NAMES, queue_index)
-                    lost, lost_at, numbers_array = lost[kept], lost_at[kept], numbers_array[kept]
-                memo.insert(data, key_offsets, lost_at, numbers_array)
+                        errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers[i])]
+                    answers[lost[~kept]] = memo.answer(EMPTY_NAMES, self._queue_index)
+                    lost_at, numbers = lost_at[kept], numbers[kept]
+                # Only keys met before are kept (`SeenKeys`): a first pass over new keys
+                # copies no key's bytes.
+                seen = self._seen.get(exchange)
+                if seen is None:
+                    seen = self._seen[exchange] = SeenKeys()
+                again = seen.again(data, key_offsets, lost_at)
+                if again.any():
+                    memo.insert(data, key_offsets, lost_at[again], numbers[again])
             starts, ids = memo.answers()
         return answers, starts, ids
+
+    def _first_routes(self, exchange: str, keys: list[str],
+                      memo: KeyMemo) -> tuple[np.ndarray, list[XRouteError]]:
+        """The answer number of each key (int32), by `Topology.route_uncached` once per
+        distinct key (the memo keeps routes; the route cache need not as well), and the
+        errors: a refused key's number is ``REFUSED - i``, its error the ``i``-th."""
+        route = self.topology.route_uncached
+        queue_index = self._queue_index
+        answer, answer_of = memo.answer, memo.answer_of
+        found: dict[str, int] = {}
+        refused: list[XRouteError] = []
+        numbers = []
+        append = numbers.append
+        for key in keys:
+            number = found.get(key)
+            if number is None:
+                try:
+                    names = route(exchange, key)
+                except XRouteError as error:
+                    number = REFUSED - len(refused)
+                    refused.append(error)
+                else:
+                    if len(names) == 1:  # most keys of most shapes: its queue's id
+                        for name in names:
+                            number = ONE_QUEUE - queue_index[name]
+                    else:
+                        number = answer_of.get(names)
+                        if number is None:
+                            number = answer(names, queue_index)
+                found[key] = number
+            append(number)
+        return np.array(numbers, dtype=np.int32), refused
 
     def _reachable_from(self, exchange: str) -> frozenset[str]:
         """The exchanges a message published to ``exchange`` may visit, itself included

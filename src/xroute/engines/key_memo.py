@@ -12,9 +12,10 @@ The memo holds routes, not bindings: its owner drops it when a binding change ca
 and refills it from its first-route path. It is bounded (`MEMO_MAX_KEYS`, `MEMO_MAX_CELLS`);
 past a bound it starts again empty.
 
-A key met once need not be kept: `seen_again` tells which keys a filter of hashes has seen
+A key met once need not be kept: `SeenKeys` tells which keys a filter of hashes has seen
 before (a bit per hash slot), so that an owner keeps only keys that repeat and a first pass
-over new keys pays one hash a key, not a copy of its bytes and of its ids.
+over new keys pays one hash a key, not a copy of its bytes and of its ids. The filter is kept
+apart from the memo: a binding change drops the routes, not the sight of the keys.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ MEMO_MAX_KEYS = 1 << 20
 # queues. A broadcast's answer is one.
 MEMO_MAX_CELLS = 16_000_000
 _START_SLOTS = 1 << 12
-# The filter of keys seen (`KeyMemo.seen_again`), in bits: it starts small and, each time half
+# The filter of keys seen (`SeenKeys`), in bits: it starts small and, each time half
 # its bits are set, starts again empty 4 times larger, up to 8M bits (1 MB), where it keeps
 # the last few million keys' sight.
 SEEN_START_BITS = 1 << 16
@@ -50,12 +51,10 @@ class KeyMemo:
     def __init__(self, max_keys: int = MEMO_MAX_KEYS, max_cells: int = MEMO_MAX_CELLS) -> None:
         self.max_keys = max_keys
         self.max_cells = max_cells
-        self._seen: np.ndarray | None = None  # the filter of `seen_again`, made on first use
-        self._seen_bits = 0  # bits set in it
         self.clear()
 
     def clear(self) -> None:
-        """Forget every key and answer (not the keys seen: `seen_again`)."""
+        """Forget every key and answer."""
         # the table, laid out as the engines' word tables: each slot's key hash (-1: empty)
         # and its entry
         self.slot_keys = np.full(_START_SLOTS, -1, dtype=np.int64)
@@ -92,20 +91,6 @@ class KeyMemo:
                                      self.slot_entries, self.entry_data, self.entry_offsets,
                                      self.entry_answer, answers)
         return answers, int(missed)
-
-    def seen_again(self, data: np.ndarray, key_offsets: np.ndarray,
-                   messages: np.ndarray) -> np.ndarray:
-        """Whether each message's key was seen by an earlier call (or earlier in this one),
-        as a bool array; the keys are marked seen. A few keys never seen share a bit with one
-        that was and are called seen: keeping them is harmless."""
-        seen = self._seen
-        if seen is None or 2 * self._seen_bits >= 64 * len(seen):  # half full: start again
-            bits = SEEN_START_BITS if seen is None else min(SEEN_MAX_BITS, 4 * 64 * len(seen))
-            seen = self._seen = np.zeros(bits // 64, dtype=np.uint64)
-            self._seen_bits = 0
-        again = np.empty(len(messages), dtype=np.bool_)
-        self._seen_bits += int(kernel().mark_seen(data, key_offsets, messages, seen, again))
-        return again
 
     def answer(self, names: frozenset[str], queue_index: dict[str, int]) -> int:
         """The number of the answer ``names`` (kept on first sight)."""
@@ -184,6 +169,28 @@ class KeyMemo:
         self.entries, self.used = (int(n) for n in memo.memo_insert(
             data, key_offsets, messages, answers, self.slot_keys, self.slot_entries,
             self.entry_data, self.entry_offsets, self.entry_answer, self.entries, self.used))
+
+
+class SeenKeys:
+    """Which routing keys were seen before: a filter of their hashes, a bit per hash slot."""
+
+    def __init__(self) -> None:
+        self._bits: np.ndarray | None = None  # uint64 words, made on first use
+        self._set = 0  # bits set
+
+    def again(self, data: np.ndarray, key_offsets: np.ndarray,
+              messages: np.ndarray) -> np.ndarray:
+        """Whether each message's key was seen by an earlier call (or earlier in this one),
+        as a bool array; the keys are marked seen. A few keys never seen share a bit with one
+        that was and are called seen: keeping them is harmless."""
+        bits = self._bits
+        if bits is None or 2 * self._set >= 64 * len(bits):  # half full: start again
+            size = SEEN_START_BITS if bits is None else min(SEEN_MAX_BITS, 4 * 64 * len(bits))
+            bits = self._bits = np.zeros(size // 64, dtype=np.uint64)
+            self._set = 0
+        again = np.empty(len(messages), dtype=np.bool_)
+        self._set += int(kernel().mark_seen(data, key_offsets, messages, bits, again))
+        return again
 
 
 def kernel() -> Any:

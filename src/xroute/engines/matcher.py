@@ -26,7 +26,7 @@ from xroute.core.keys import (
 )
 from xroute.engines.base import ENGINES
 from xroute.engines.cache import RouteCache
-from xroute.engines.key_memo import MISSING, KeyMemo
+from xroute.engines.key_memo import MISSING, KeyMemo, SeenKeys
 
 DEFAULT_ENGINE = "auto"
 # A batch's distinct answer of at most this many destinations becomes ids as a Python list
@@ -89,6 +89,7 @@ class TopicMatcher:
         # `MEMO_MIN_BATCH` keys or more: a key is kept once it repeats; dropped on every
         # binding change.
         self._memo: KeyMemo | None = None
+        self._seen_keys: SeenKeys | None = None  # which batch keys repeat (kept over changes)
         # The ids that changed, in order, from version ``_id_log_base`` on (bounded): a table
         # kept by id is patched for these, not rebuilt (`ids_changed_since`).
         self._id_log: list[int] = []
@@ -203,7 +204,7 @@ class TopicMatcher:
     def _match_ids_memo(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """`match_many_ids` of an Arrow batch through the key memo: keys answered since the
         last binding change are probed and copied in one compiled loop, the others matched by
-        the engine (`_match_ids`); of those, the keys seen before (`KeyMemo.seen_again`) are
+        the engine (`_match_ids`); of those, the keys seen before (`SeenKeys`) are
         kept. A first pass over new keys keeps nothing: it pays a hash a key, not the copy
         of each key's bytes and ids (0.3-1 µs a key, a third of a first route)."""
         from xroute.engines.compiled import utf8_buffers
@@ -217,7 +218,9 @@ class TopicMatcher:
         if not missed:
             return _written(memo, answers)
         lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
-        again = memo.seen_again(data, key_offsets, lost)
+        if self._seen_keys is None:
+            self._seen_keys = SeenKeys()
+        again = self._seen_keys.again(data, key_offsets, lost)
         kept = int(np.count_nonzero(again))
         if kept and memo.make_room(kept):  # started again empty: the hits' answers are gone
             lost, missed, kept = everyone, len(keys), 0
