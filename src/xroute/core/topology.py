@@ -603,16 +603,17 @@ class Topology:
         (`xroute.core.batch.BatchRouter`'s key memo), whose first pass over new keys would
         otherwise pay for two caches."""
         cache = self._route_cache
-        if cache is not None and type(routing_key) is str:
-            own = cache.own.get(exchange)
-            if own is not None:
-                kept = own.get(routing_key)
-                if kept is not None:
-                    return kept
-            found = self._route_literal(exchange, routing_key, keep=False)
-            if found is not None:
-                return found
-        return self.route(exchange, routing_key)
+        if cache is None or type(routing_key) is not str:
+            return self.route_message(exchange, routing_key)
+        own = cache.own.get(exchange)
+        if own is not None:
+            kept = own.get(routing_key)
+            if kept is not None:
+                return kept
+        found = self._route_literal(exchange, routing_key, keep=False)
+        if found is None:
+            found = self._route(exchange, routing_key, None, None, [])  # `route`'s walk
+        return found
 
     # hot: the first route of a key (`xroute bench engines --shapes`, route first)
     def _route_literal(self, exchange: str, routing_key: str,

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-# Keys kept (the table has twice as many slots, 4 bytes each, plus the key bytes and 16 bytes
-# a key): about 60 MB at the bound with 30-byte keys.
+# Keys kept (the table has 2-4 times as many slots, 12 bytes each: a hash and an entry; plus
+# the key bytes and 12 bytes a key): about 80 MB at the bound with 30-byte keys.
 MEMO_MAX_KEYS = 1 << 20
 # Queue ids kept over every answer (4 bytes each): a key of its own answer per key times its
 # queues. A broadcast's answer is one.
@@ -58,7 +58,7 @@ class KeyMemo:
         # the table, laid out as the engines' word tables: each slot's key hash (-1: empty)
         # and its entry
         self.slot_keys = np.full(_START_SLOTS, -1, dtype=np.int64)
-        self.slot_entries = np.zeros(_START_SLOTS, dtype=np.int64)
+        self.slot_entries = np.zeros(_START_SLOTS, dtype=np.int32)
         self.entry_answer = np.zeros(_START_SLOTS // 2, dtype=np.int32)
         self.entry_offsets = np.zeros(_START_SLOTS // 2 + 1, dtype=np.int64)
         self.entry_data = np.zeros(_START_SLOTS * 8, dtype=np.uint8)
@@ -163,7 +163,7 @@ class KeyMemo:
         if 2 * room > len(self.slot_keys):  # at most half full: short probe runs
             size = _power_of_two(2 * room)
             slot_keys = np.full(size, -1, dtype=np.int64)
-            slot_entries = np.zeros(size, dtype=np.int64)
+            slot_entries = np.zeros(size, dtype=np.int32)
             memo.memo_rehash(self.slot_keys, self.slot_entries, slot_keys, slot_entries)
             self.slot_keys, self.slot_entries = slot_keys, slot_entries
         self.entries, self.used = (int(n) for n in memo.memo_insert(

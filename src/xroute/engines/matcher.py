@@ -5,6 +5,7 @@ matching itself to an engine from the registry."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,9 @@ DEFAULT_ENGINE = "auto"
 # A batch's distinct answer of at most this many destinations becomes ids as a Python list
 # (see `TopicMatcher._flatten`); a larger one as an array.
 FLATTEN_LIST_MAX = 64
+# A batch of at most this many destinations a key on average has every key's set read
+# (`TopicMatcher._flatten`): shared sets are then read once per key, not once per batch.
+FLATTEN_EACH_MAX = 4
 # A batch of fewer keys skips the key memo (its probe and copy cost more than they save).
 MEMO_MIN_BATCH = 32
 # The memo's bounds here: a key's answer is kept per key, so a broadcast's 10k ids are kept
@@ -209,20 +213,23 @@ class TopicMatcher:
         of each key's bytes and ids (0.3-1 µs a key, a third of a first route)."""
         from xroute.engines.compiled import utf8_buffers
 
-        memo = self._memo
-        if memo is None:
-            memo = self._memo = KeyMemo(MEMO_MAX_KEYS, MEMO_MAX_CELLS)
         data, key_offsets = utf8_buffers(keys)
         everyone = np.arange(len(keys), dtype=np.int64)
-        answers, missed = memo.probe(data, key_offsets, everyone)
-        if not missed:
-            return _written(memo, answers)
+        memo = self._memo
+        if memo is None:  # made once a key repeats
+            answers, missed = np.full(len(keys), MISSING, dtype=np.int32), len(keys)
+        else:
+            answers, missed = memo.probe(data, key_offsets, everyone)
+            if not missed:
+                return _written(memo, answers)
         lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
         if self._seen_keys is None:
             self._seen_keys = SeenKeys()
         again = self._seen_keys.again(data, key_offsets, lost)
         kept = int(np.count_nonzero(again))
-        if kept and memo.make_room(kept):  # started again empty: the hits' answers are gone
+        if kept and memo is None:
+            memo = self._memo = KeyMemo(MEMO_MAX_KEYS, MEMO_MAX_CELLS)
+        elif kept and memo.make_room(kept):  # started again empty: the hits' answers are gone
             lost, missed, kept = everyone, len(keys), 0
         offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
         sizes = np.diff(offsets)
@@ -354,10 +361,19 @@ class TopicMatcher:
         # was most of a first batch); a large set's an array, concatenated (a broadcast's
         # 10k ids a key would be slow as Python ints).
         id_of = self._id_of
+        sizes = np.fromiter(map(len, results), dtype=np.int64, count=len(results))
+        offsets = np.zeros(len(results) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        total = int(offsets[-1])
+        if total <= FLATTEN_EACH_MAX * len(results):
+            # A few ids a key (a device, a subject each): every key's set read in C, no
+            # Python step per key (that loop was a fifth of NATS's first batch).
+            ids = np.fromiter(map(id_of.__getitem__, chain.from_iterable(results)),
+                              dtype=np.int32, count=total)
+            return offsets, ids
         kept: dict[int, Any] = {}  # id() of a set kept alive by ``results`` -> its ids
         parts: list[np.ndarray] = []  # runs of small sets' ids and large sets' arrays
         run: list[int] = []
-        sizes = np.fromiter(map(len, results), dtype=np.int64, count=len(results))
         for found in results:
             if len(found) == 1:  # a device, a user: most often a set of its own
                 for one in found:
@@ -379,8 +395,6 @@ class TopicMatcher:
                 parts.append(ids)
         if run or not parts:
             parts.append(np.array(run, dtype=np.int32))
-        offsets = np.zeros(len(results) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
         return offsets, parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 

@@ -55,9 +55,9 @@ def warm() -> dict[str, float]:
         seconds[f"key memo, {label}"] = time.perf_counter() - began
         if answers[0][0].tolist() != answers[2][0].tolist():
             raise RuntimeError("the warmed key memo gave another answer")
-    sizes = (np.full(4, -1, dtype=np.int64), np.zeros(4, dtype=np.int64),
-             np.full(8, -1, dtype=np.int64), np.zeros(8, dtype=np.int64))
-    key_memo.kernel().memo_rehash(*sizes)
+    tables = (np.full(4, -1, dtype=np.int64), np.zeros(4, dtype=np.int32),
+              np.full(8, -1, dtype=np.int64), np.zeros(8, dtype=np.int32))
+    key_memo.kernel().memo_rehash(*tables)
     # `auto`'s shape kernel (wildcards by shape, literal keys by table), for both as well.
     shapes, literal = ShapeIndex(), LiteralIndex()
     for pattern in ("a.*", "#.b"):
