@@ -406,30 +406,31 @@ class BatchRouter:
                         every[i] for i in lost_at.tolist()]
                 else:
                     lost_keys = [keys_here[i].as_py() for i in lost_at.tolist()]
-                numbers, refused = self._first_routes(exchange, lost_keys, memo)
+                # Only keys met before are kept (`SeenKeys`): a first pass over new keys
+                # copies no key's bytes, and looks none up among the batch's.
+                seen = self._seen.get(exchange)
+                if seen is None:
+                    seen = self._seen[exchange] = SeenKeys()
+                again = seen.again(data, key_offsets, lost_at)
+                numbers, refused = self._first_routes(exchange, lost_keys, again, memo)
                 answers[lost] = numbers
                 if refused:
                     kept = numbers > REFUSED
                     for i in np.flatnonzero(~kept).tolist():
                         errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers[i])]
                     answers[lost[~kept]] = memo.answer(EMPTY_NAMES, self._queue_index)
-                    lost_at, numbers = lost_at[kept], numbers[kept]
-                # Only keys met before are kept (`SeenKeys`): a first pass over new keys
-                # copies no key's bytes.
-                seen = self._seen.get(exchange)
-                if seen is None:
-                    seen = self._seen[exchange] = SeenKeys()
-                again = seen.again(data, key_offsets, lost_at)
+                    lost_at, numbers, again = lost_at[kept], numbers[kept], again[kept]
                 if again.any():
                     memo.insert(data, key_offsets, lost_at[again], numbers[again])
             starts, ids = memo.answers()
         return answers, starts, ids
 
-    def _first_routes(self, exchange: str, keys: list[str],
+    def _first_routes(self, exchange: str, keys: list[str], again: np.ndarray,
                       memo: KeyMemo) -> tuple[np.ndarray, list[XRouteError]]:
-        """The answer number of each key (int32), by `Topology.route_uncached` once per
-        distinct key (the memo keeps routes; the route cache need not as well), and the
-        errors: a refused key's number is ``REFUSED - i``, its error the ``i``-th."""
+        """The answer number of each key (int32), by `Topology.route_uncached` (the memo keeps
+        routes; the route cache need not as well), and the errors: a refused key's number is
+        ``REFUSED - i``, its error the ``i``-th. A key seen before (``again``) may repeat in
+        the batch: it is routed once; a key never seen is routed without a look-up."""
         route = self.topology.route_uncached
         queue_index = self._queue_index
         answer, answer_of = memo.answer, memo.answer_of
@@ -437,8 +438,8 @@ class BatchRouter:
         refused: list[XRouteError] = []
         numbers = []
         append = numbers.append
-        for key in keys:
-            number = found.get(key)
+        for key, repeats in zip(keys, again.tolist()):
+            number = found.get(key) if repeats else None
             if number is None:
                 try:
                     names = route(exchange, key)
@@ -453,7 +454,8 @@ class BatchRouter:
                         number = answer_of.get(names)
                         if number is None:
                             number = answer(names, queue_index)
-                found[key] = number
+                if repeats:
+                    found[key] = number
             append(number)
         return np.array(numbers, dtype=np.int32), refused
 
