@@ -32,7 +32,8 @@ m.match_many_ids(pa.array([f"a.{i}" for i in range(40)]))  # the key memo's filt
 t = Topology(); t.declare_queue("q"); t.bind("amq.topic", "q", "a.*")
 t.bind("amq.match", "q", "", {"x-match": "any", "k": 1})
 router = BatchRouter(t)
-router.route("amq.topic", ["a.b"])  # by key: the key memo's kernels
+router.route("amq.topic", ["a.b"])  # by key: the key memo's kernels (a key is kept
+router.route("amq.topic", ["a.b"])  # once it repeats)
 router.route("amq.match", ["a"], [{"k": 1}])  # headers decide: the batch walk's
 kernels = {"route_batch": _kernel.route_batch, "expand_groups": _batch_kernel.expand_groups,
            "write_pairs": _batch_kernel.write_pairs, "memo_insert": _memo_kernel.memo_insert,
