@@ -20,6 +20,7 @@ import pyarrow as pa
 from xroute import Topology
 from xroute.core.batch import BatchRouter
 from xroute.core import _batch_kernel
+from xroute.engines import _memo_kernel
 from xroute.engines import TopicMatcher
 from xroute.engines import _kernel
 import xroute
@@ -27,14 +28,17 @@ m = TopicMatcher(engine="compiled")
 m.add("a.*", "q")
 m.match_many_ids(["a.b", "c"])
 m.match_many_ids(pa.array(["a.b"], pa.large_string()))
+m.match_many_ids(pa.array([f"a.{i}" for i in range(40)]))  # the key memo's filter of keys seen
 t = Topology(); t.declare_queue("q"); t.bind("amq.topic", "q", "a.*")
 t.bind("amq.match", "q", "", {"x-match": "any", "k": 1})
 router = BatchRouter(t)
-router.route("amq.topic", ["a.b"])  # by key: the key memo's kernels
+router.route("amq.topic", ["a.b"])  # by key: the key memo's kernels (a key is kept
+router.route("amq.topic", ["a.b"])  # once it repeats)
 router.route("amq.match", ["a"], [{"k": 1}])  # headers decide: the batch walk's
 kernels = {"route_batch": _kernel.route_batch, "expand_groups": _batch_kernel.expand_groups,
-           "write_pairs": _batch_kernel.write_pairs, "memo_insert": _batch_kernel.memo_insert,
-           "write_answers": _batch_kernel.write_answers}
+           "write_pairs": _batch_kernel.write_pairs, "memo_insert": _memo_kernel.memo_insert,
+           "write_answers": _memo_kernel.write_answers,
+           "mark_seen": _memo_kernel.mark_seen}
 print(json.dumps({
     "file": xroute.__file__,
     "hits": {k: sum(f.stats.cache_hits.values()) for k, f in kernels.items()},
@@ -77,3 +81,4 @@ def test_warm_cache_serves_a_process_that_imports_xroute_from_a_zip(tmp_path):
     assert found["hits"]["route_batch"] >= 2, found
     assert found["hits"]["expand_groups"] >= 1 and found["hits"]["write_pairs"] >= 1, found
     assert found["hits"]["memo_insert"] >= 1 and found["hits"]["write_answers"] >= 1, found
+    assert found["hits"]["mark_seen"] >= 1, found

@@ -64,8 +64,9 @@ def write_contact_plot(results: dict[str, Any], out: Path) -> Path:
 def markdown(results: dict[str, Any]) -> str:
     """The results as a Markdown table (one row per shape) and each shape's goals."""
     lines = ["| shape | bindings | RabbitMQ µs | xroute first mean / p50 / p99 / max µs | "
-             "ratio | repeat p50 / p99 / max µs | ids first / warm ×first | bytes/binding traced (RSS) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "ratio | repeat p50 / p99 / max µs | ids first / warm ×first | "
+             "router first (new keys) / warm ×first | bytes/binding traced (RSS) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for e in results["contact"]:
         first, repeat, ratios = e["route_first"], e["route_repeat"], e["ratios"]
         rabbit = e.get("rabbitmq", {})
@@ -76,7 +77,9 @@ def markdown(results: dict[str, Any]) -> str:
             f"{first['max_us']:,.0f} | {ratios.get('rabbitmq_over_route_first_mean', 0):,.0f}x | "
             f"{repeat['p50_us']:.2f} / {repeat['p99_us']:.2f} / {repeat['max_us']:,.0f} | "
             f"{ratios['ids_first_over_route_first']:.2f} / "
-            f"{ratios['ids_warm_over_route_first']:.1f} | {e['bytes_per_binding']:,.0f} "
+            f"{ratios['ids_warm_over_route_first']:.1f} | "
+            f"{ratios.get('router_new_first_over_route_first', float('nan')):.2f} / "
+            f"{ratios['router_warm_over_route_first']:.1f} | {e['bytes_per_binding']:,.0f} "
             f"({e.get('rss_bytes_per_binding', float('nan')):,.0f}) |")
     lines.append("")
     for e in results["contact"]:

@@ -1,5 +1,6 @@
 """The numba kernels of `xroute.core.batch.BatchRouter`: a batch's matched bindings expanded into
-(message, queue) pairs, (message, next exchange) pairs and hit counts.
+(message, queue) pairs, (message, next exchange) pairs and hit counts. The key memo's kernels
+are the engines' (`xroute.engines._memo_kernel`), which the matcher shares.
 
 Imported only when a batch is first routed (importing numba costs about half a second), after
 `xroute.engines.numba_cache` has chosen the cache folder, which the engines' kernels share.
@@ -14,8 +15,6 @@ from xroute.engines import numba_cache
 numba_cache.prepare()  # the same cache folder as the engines' kernels, zip or not
 
 from numba import njit  # noqa: E402  (after the cache locator is in place)
-
-from xroute.engines._kernel import _HASH_MULTIPLIER, _hash_bytes  # noqa: E402
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -121,124 +120,3 @@ def write_pairs(here, key_of, group_ids, starts, rows, into):
     for i in range(here.shape[0]):
         g = key_of[i]
         at = _append(here[i], group_ids, starts[g], starts[g + 1], rows, into, at)
-
-
-# ---------------------------------------------------------------- the router's key memo
-# `xroute.core.batch_memo.KeyMemo`: routing key bytes -> answer (a distinct set of queue ids),
-# an open-addressing table of entry numbers probed by the key's hash, the key's bytes compared
-# on a hash hit (exact, whatever the hash).
-
-
-@njit(cache=True, inline="always")
-def _bits(mask):
-    bits = 0
-    while mask:
-        mask >>= 1
-        bits += 1
-    return bits
-
-
-@njit(cache=True, inline="always")
-def _find(data, begin, stop, hashed, slots, entry_hash, entry_data, entry_offsets, mask):
-    """The slot holding key ``data[begin:stop]`` (hash ``hashed``), or the empty slot where it
-    would go (``slots[slot] < 0``)."""
-    # the top bits of a multiply (as `xroute.engines._kernel._slot`): the low bits of
-    # `_hash_bytes` alone made long probe runs on keys that differ in a few bytes
-    slot = np.int64((np.uint64(hashed) * _HASH_MULTIPLIER) >> np.uint64(64)
-                    - np.uint64(_bits(mask)))
-    while True:
-        entry = slots[slot]
-        if entry < 0:
-            return slot
-        if entry_hash[entry] == hashed:
-            first = entry_offsets[entry]
-            if entry_offsets[entry + 1] - first == stop - begin:
-                same = True
-                for i in range(stop - begin):
-                    if entry_data[first + i] != data[begin + i]:
-                        same = False
-                        break
-                if same:
-                    return slot
-        slot = (slot + 1) & mask
-
-
-@njit(cache=True, nogil=True)
-def memo_probe(data, key_offsets, messages, slots, entry_hash, entry_data, entry_offsets,
-               entry_answer, answers):
-    """``answers[i]``: the answer of message ``messages[i]``'s key, or -1 if the memo lacks it;
-    the number of misses."""
-    mask = slots.shape[0] - 1
-    missed = 0
-    for i in range(messages.shape[0]):
-        m = messages[i]
-        begin = key_offsets[m]
-        stop = key_offsets[m + 1]
-        hashed = _hash_bytes(data, begin, stop)
-        entry = slots[_find(data, begin, stop, hashed, slots, entry_hash, entry_data,
-                            entry_offsets, mask)]
-        if entry < 0:
-            answers[i] = -1  # MISSING
-            missed += 1
-        else:
-            answers[i] = entry_answer[entry]
-    return missed
-
-
-@njit(cache=True, nogil=True)
-def memo_insert(data, key_offsets, messages, answer_of, slots, entry_hash, entry_data,
-                entry_offsets, entry_answer, entries, used):
-    """Add the keys of ``messages`` with answers ``answer_of`` (a key already in is skipped);
-    the arrays have room (the caller grows them). Returns (entries, bytes used) after."""
-    mask = slots.shape[0] - 1
-    for i in range(messages.shape[0]):
-        m = messages[i]
-        begin = key_offsets[m]
-        stop = key_offsets[m + 1]
-        hashed = _hash_bytes(data, begin, stop)
-        slot = _find(data, begin, stop, hashed, slots, entry_hash, entry_data, entry_offsets,
-                     mask)
-        if slots[slot] >= 0:
-            continue
-        for j in range(stop - begin):
-            entry_data[used + j] = data[begin + j]
-        used += stop - begin
-        entry_hash[entries] = hashed
-        entry_answer[entries] = answer_of[i]
-        entry_offsets[entries + 1] = used
-        slots[slot] = entries
-        entries += 1
-    return entries, used
-
-
-@njit(cache=True, nogil=True)
-def memo_rehash(entry_hash, entries, slots):
-    """Put entries ``0..entries`` into the empty table ``slots`` (a larger one)."""
-    mask = slots.shape[0] - 1
-    shift = np.uint64(64) - np.uint64(_bits(mask))
-    for entry in range(entries):
-        slot = np.int64((np.uint64(entry_hash[entry]) * _HASH_MULTIPLIER) >> shift)
-        while slots[slot] >= 0:
-            slot = (slot + 1) & mask
-        slots[slot] = entry
-
-
-@njit(cache=True, nogil=True)
-def write_answers(answers, answer_starts, answer_ids, offsets, into):
-    """Each message's queue ids, its answer's, into ``into`` at ``offsets[i]`` (the caller
-    sized it); a negative answer is one queue (`xroute.core.batch_memo`)."""
-    for i in range(answers.shape[0]):
-        a = answers[i]
-        if a < 0:  # one queue, ``-2 - a`` (`xroute.core.batch_memo.ONE_QUEUE`)
-            into[offsets[i]] = -2 - a
-            continue
-        begin = answer_starts[a]
-        count = answer_starts[a + 1] - begin
-        at = offsets[i]
-        if count == 1:
-            into[at] = answer_ids[begin]
-            continue
-        source = answer_ids[begin : begin + count]
-        out = into[at : at + count]
-        for j in range(count):
-            out[j] = source[j]

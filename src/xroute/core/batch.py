@@ -31,13 +31,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xroute.core.batch_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo
 from xroute.core.errors import InvalidRoutingKey, XRouteError
 from xroute.core.headers import check_headers
 from xroute.core.keys import MAX_KEY_BYTES, check_routing_key
 from xroute.core.model import Binding, Exchange
 from xroute.core.topology import DEFAULT_EXCHANGE, Topology
+from xroute.engines import key_memo
 from xroute.engines.compiled import utf8_buffers
+from xroute.engines.key_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo, SeenKeys
 from xroute.exchanges import STANDARD_TYPES
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
@@ -128,7 +129,7 @@ class BatchRouter:
     change, and a topic exchange's id tables are patched for the ids that changed.
 
     Messages without headers that matter (no ``CC``/``BCC``, no headers exchange on their
-    way) are routed by key: a key memo per exchange (`xroute.core.batch_memo`) answers keys
+    way) are routed by key: a key memo per exchange (`xroute.engines.key_memo`) answers keys
     seen before in one compiled loop, and the others are routed once each by
     `Topology.route` (its route cache and first-route path, as single routes), then kept. Their
     hits are counted when read (`BatchRoutes.hits`).
@@ -174,6 +175,9 @@ class BatchRouter:
         self._id_tables: dict[str, tuple[int, _IdTables]] = {}
         # Per exchange published to: its key memo (routes of messages by key alone).
         self._memos: dict[str, KeyMemo] = {}
+        # Per exchange published to: which keys were seen (a key is kept in the memo once it
+        # repeats); kept when a change drops the memo.
+        self._seen: dict[str, SeenKeys] = {}
         # Routes whose hits are to be counted when read, or before the next change.
         self._uncounted: weakref.WeakSet[BatchRoutes] = weakref.WeakSet()
         self._names_changed = False  # a queue or an exchange was declared or deleted
@@ -371,10 +375,9 @@ class BatchRouter:
         self, exchange: str, keys: Any, messages: np.ndarray, errors: dict[int, XRouteError]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each message's answer number, and the answers' (starts, queue ids): from the key
-        memo, else `Topology.route` once per distinct key (then kept)."""
+        memo, else `Topology.route_uncached` once per distinct key (kept if seen before)."""
         if not len(messages):
             return _EMPTY_ANSWERS, _ONE_START, _EMPTY_QUEUES
-        kernel = _kernel()
         if isinstance(keys, list):
             # Keys given as str: through Arrow, whose buffers the kernel reads.
             import pyarrow as pa
@@ -391,7 +394,7 @@ class BatchRouter:
             if memo is None:
                 memo = self._memos[exchange] = KeyMemo()
                 self._reachable_from(exchange)
-            answers, missed = memo.probe(kernel, data, key_offsets, probed)
+            answers, missed = memo.probe(data, key_offsets, probed)
             if missed:
                 if memo.make_room(missed):
                     answers.fill(-1)  # it started again: every key is new to it
@@ -403,41 +406,58 @@ class BatchRouter:
                         every[i] for i in lost_at.tolist()]
                 else:
                     lost_keys = [keys_here[i].as_py() for i in lost_at.tolist()]
-                route = self.topology.route
-                queue_index = self._queue_index
-                answer, answer_of = memo.answer, memo.answer_of
-                found: dict[str, int] = {}
-                refused: list[XRouteError] = []  # answer REFUSED - i: refused with refused[i]
-                numbers = []
-                for key in lost_keys:
-                    number = found.get(key)
-                    if number is None:
-                        try:
-                            names = route(exchange, key)
-                        except XRouteError as error:
-                            number = REFUSED - len(refused)
-                            refused.append(error)
-                        else:
-                            if len(names) == 1:  # most keys of most shapes: its queue's id
-                                for name in names:
-                                    number = ONE_QUEUE - queue_index[name]
-                            else:
-                                number = answer_of.get(names)
-                                if number is None:
-                                    number = answer(names, queue_index)
-                        found[key] = number
-                    numbers.append(number)
-                numbers_array = np.array(numbers, dtype=np.int32)
-                answers[lost] = numbers_array
-                kept = numbers_array > REFUSED
+                # Only keys met before are kept (`SeenKeys`): a first pass over new keys
+                # copies no key's bytes, and looks none up among the batch's.
+                seen = self._seen.get(exchange)
+                if seen is None:
+                    seen = self._seen[exchange] = SeenKeys()
+                again = seen.again(data, key_offsets, lost_at)
+                numbers, refused = self._first_routes(exchange, lost_keys, again, memo)
+                answers[lost] = numbers
                 if refused:
+                    kept = numbers > REFUSED
                     for i in np.flatnonzero(~kept).tolist():
-                        errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers_array[i])]
-                    answers[lost[~kept]] = answer(EMPTY_NAMES, queue_index)
-                    lost, lost_at, numbers_array = lost[kept], lost_at[kept], numbers_array[kept]
-                memo.insert(kernel, data, key_offsets, lost_at, numbers_array)
+                        errors[int(messages[lost[i]])] = refused[REFUSED - int(numbers[i])]
+                    answers[lost[~kept]] = memo.answer(EMPTY_NAMES, self._queue_index)
+                    lost_at, numbers, again = lost_at[kept], numbers[kept], again[kept]
+                if again.any():
+                    memo.insert(data, key_offsets, lost_at[again], numbers[again])
             starts, ids = memo.answers()
         return answers, starts, ids
+
+    def _first_routes(self, exchange: str, keys: list[str], again: np.ndarray,
+                      memo: KeyMemo) -> tuple[np.ndarray, list[XRouteError]]:
+        """The answer number of each key (int32), by `Topology.route_uncached` (the memo keeps
+        routes; the route cache need not as well), and the errors: a refused key's number is
+        ``REFUSED - i``, its error the ``i``-th. A key seen before (``again``) may repeat in
+        the batch: it is routed once; a key never seen is routed without a look-up."""
+        route = self.topology.route_uncached
+        queue_index = self._queue_index
+        answer, answer_of = memo.answer, memo.answer_of
+        found: dict[str, int] = {}
+        refused: list[XRouteError] = []
+        numbers = []
+        append = numbers.append
+        for key, repeats in zip(keys, again.tolist()):
+            number = found.get(key) if repeats else None
+            if number is None:
+                try:
+                    names = route(exchange, key)
+                except XRouteError as error:
+                    number = REFUSED - len(refused)
+                    refused.append(error)
+                else:
+                    if len(names) == 1:  # most keys of most shapes: its queue's id
+                        for name in names:
+                            number = ONE_QUEUE - queue_index[name]
+                    else:
+                        number = answer_of.get(names)
+                        if number is None:
+                            number = answer(names, queue_index)
+                if repeats:
+                    found[key] = number
+            append(number)
+        return np.array(numbers, dtype=np.int32), refused
 
     def _reachable_from(self, exchange: str) -> frozenset[str]:
         """The exchanges a message published to ``exchange`` may visit, itself included
@@ -752,7 +772,8 @@ def _merge(
     np.cumsum(counts, out=offsets[1:])
     into = np.empty(int(offsets[-1]), dtype=np.int32)
     if len(keyed):
-        _kernel().write_answers(answers, answer_starts, answer_ids, offsets[keyed], into)
+        key_memo.kernel().write_answers(answers, answer_starts, answer_ids, offsets[keyed],
+                                        into)
     if len(rows):
         rank = np.arange(len(rows)) - np.searchsorted(rows, rows)  # within its message
         into[offsets[rows] + rank] = queue_ids

@@ -610,15 +610,35 @@ class Topology:
         cache.put(exchange, routing_key, found, through)
         return found
 
+    def route_uncached(self, exchange: str, routing_key: str) -> frozenset[str]:
+        """`route` of a message without headers, read from the route cache if it is there but
+        not kept in it when worked out: for a caller that keeps routes itself
+        (`xroute.core.batch.BatchRouter`'s key memo), whose first pass over new keys would
+        otherwise pay for two caches."""
+        cache = self._route_cache
+        if cache is None or type(routing_key) is not str:
+            return self.route_message(exchange, routing_key)
+        own = cache.own.get(exchange)
+        if own is not None:
+            kept = own.get(routing_key)
+            if kept is not None:
+                return kept
+        found = self._route_literal(exchange, routing_key, keep=False)
+        if found is None:
+            found = self._route(exchange, routing_key, None, None, [])  # `route`'s walk
+        return found
+
     # hot: the first route of a key (`xroute bench engines --shapes`, route first)
-    def _route_literal(self, exchange: str, routing_key: str) -> frozenset[str] | None:
+    def _route_literal(self, exchange: str, routing_key: str,
+                       keep: bool = True) -> frozenset[str] | None:
         """The first route of a message without headers through a topic exchange whose
         engine keeps literal bindings apart (``auto``): the literal bindings' queue names by
         key (`xroute.core.literal_routes`) united with the wildcard bindings' (matched by queue
         where queues are bound with '#', `xroute.core.wildcard_queues`; else one set per DFA
         state, `xroute.core.destinations`), and cached. None where the full walk is needed: an
         exchange-to-exchange binding matched, an alternate exchange is to be used, a key
-        that is not a plain short string (the walk validates it), another exchange type."""
+        that is not a plain short string (the walk validates it), another exchange type.
+        ``keep=False``: the answer is not cached (`route_uncached`)."""
         start = self._exchanges.get(exchange)
         if (
             start is None
@@ -662,10 +682,11 @@ class Topology:
         alternate = start.alternate_exchange
         if alternate is None or alternate == exchange:
             # one exchange visited: no tuple made, nothing new for the collector to track
-            self._route_cache.keep(exchange, routing_key, names)  # type: ignore[union-attr]
+            if keep:
+                self._route_cache.keep(exchange, routing_key, names)  # type: ignore[union-attr]
         elif not names:
             return None  # nothing matched: the alternate exchange's walk
-        else:
+        elif keep:
             self._route_cache.remember(  # type: ignore[union-attr]
                 (exchange, routing_key), names, (exchange, alternate))
         return names

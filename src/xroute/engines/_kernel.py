@@ -125,27 +125,42 @@ def build_word_table(word_data, word_offsets, bits):
 
 
 @njit(cache=True, inline="always")
-def _word_id(data, begin, stop, vocabulary):
-    """The id of the word ``data[begin:stop]``, or -1 if no trie edge carries it."""
-    word_data, word_offsets, table_keys, table_values, bits = vocabulary
-    hashed = _hash_bytes(data, begin, stop)
-    shift = np.uint64(64 - bits)
+def find_slot(data, begin, stop, hashed, word_data, word_offsets, table_keys, table_values,
+              bits):
+    """The slot of the bytes ``data[begin:stop]`` (hash ``hashed``) in an open-addressing
+    table of 2**``bits`` slots laid out as `build_word_table`'s (``table_keys``: each slot's
+    hash or -1, ``table_values``: its entry, whose bytes are
+    ``word_data[word_offsets[entry]:word_offsets[entry + 1]]``), or of the empty slot where
+    they would go (``table_keys[slot] == -1``). Exact whatever the hash: the bytes are
+    compared on a hash hit. The one probe loop of the word tables, the exact-key tables and
+    the key memo (`xroute.engines._memo_kernel`)."""
     mask = (1 << bits) - 1
-    slot = _slot(hashed, shift)
+    slot = _slot(hashed, np.uint64(64 - bits))
+    size = stop - begin
     while table_keys[slot] != _EMPTY:
         if table_keys[slot] == hashed:
-            word = table_values[slot]
-            first = word_offsets[word]
-            if word_offsets[word + 1] - first == stop - begin:
+            first = word_offsets[table_values[slot]]
+            if word_offsets[table_values[slot] + 1] - first == size:
                 same = True
-                for i in range(stop - begin):
+                for i in range(size):
                     if word_data[first + i] != data[begin + i]:
                         same = False
                         break
                 if same:
-                    return word
+                    return slot
         slot = (slot + 1) & mask
-    return _EMPTY
+    return slot
+
+
+@njit(cache=True, inline="always")
+def _word_id(data, begin, stop, vocabulary):
+    """The id of the word ``data[begin:stop]``, or -1 if no trie edge carries it."""
+    word_data, word_offsets, table_keys, table_values, bits = vocabulary
+    slot = find_slot(data, begin, stop, _hash_bytes(data, begin, stop), word_data,
+                     word_offsets, table_keys, table_values, bits)
+    if table_keys[slot] == _EMPTY:
+        return _EMPTY
+    return table_values[slot]
 
 
 @njit(cache=True, inline="always")

@@ -5,11 +5,11 @@ matching itself to an engine from the registry."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
-from xroute.core.batch_memo import MISSING, KeyMemo
 from xroute.core.errors import (
     BindingNotFound,
     InvalidArguments,
@@ -27,11 +27,15 @@ from xroute.core.keys import (
 )
 from xroute.engines.base import ENGINES
 from xroute.engines.cache import RouteCache
+from xroute.engines.key_memo import MISSING, KeyMemo, SeenKeys
 
 DEFAULT_ENGINE = "auto"
 # A batch's distinct answer of at most this many destinations becomes ids as a Python list
 # (see `TopicMatcher._flatten`); a larger one as an array.
 FLATTEN_LIST_MAX = 64
+# A batch of at most this many destinations a key on average has every key's set read
+# (`TopicMatcher._flatten`): shared sets are then read once per key, not once per batch.
+FLATTEN_EACH_MAX = 4
 # A batch of fewer keys skips the key memo (its probe and copy cost more than they save).
 MEMO_MIN_BATCH = 32
 # The memo's bounds here: a key's answer is kept per key, so a broadcast's 10k ids are kept
@@ -107,9 +111,11 @@ class TopicMatcher:
         self._by_id: list[Any] = []
         self._free_ids: list[int] = []
         self._ids_version = 0
-        # Batch keys -> their ids (`xroute.core.batch_memo`), from the first Arrow batch of
-        # `MEMO_MIN_BATCH` keys on; dropped on every binding change.
+        # Batch keys -> their ids (`xroute.engines.key_memo`), for Arrow batches of
+        # `MEMO_MIN_BATCH` keys or more: a key is kept once it repeats; dropped on every
+        # binding change.
         self._memo: KeyMemo | None = None
+        self._seen_keys: SeenKeys | None = None  # which batch keys repeat (kept over changes)
         # The ids that changed, in order, from version ``_id_log_base`` on (bounded): a table
         # kept by id is patched for these, not rebuilt (`ids_changed_since`).
         self._id_log: list[int] = []
@@ -261,33 +267,57 @@ class TopicMatcher:
     def _match_ids_memo(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """`match_many_ids` of an Arrow batch through the key memo: keys answered since the
         last binding change are probed and copied in one compiled loop, the others matched by
-        the engine (`_match_ids`) and kept."""
-        from xroute.core import _batch_kernel as kernel  # numba, loaded on the first batch
+        the engine (`_match_ids`); of those, the keys seen before (`SeenKeys`) are
+        kept. A first pass over new keys keeps nothing: it pays a hash a key, not the copy
+        of each key's bytes and ids (0.3-1 µs a key, a third of a first route)."""
         from xroute.engines.compiled import utf8_buffers
 
-        memo = self._memo
-        if memo is None:
-            memo = self._memo = KeyMemo(MEMO_MAX_KEYS, MEMO_MAX_CELLS)
         data, key_offsets = utf8_buffers(keys)
         everyone = np.arange(len(keys), dtype=np.int64)
-        answers, missed = memo.probe(kernel, data, key_offsets, everyone)
-        if missed:
-            if memo.make_room(missed):
-                answers.fill(MISSING)
-                missed = len(keys)
-            lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
-            offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
-            numbers = memo.add_answers(offsets, ids) + np.arange(len(lost), dtype=np.int32)
-            memo.insert(kernel, data, key_offsets, lost, numbers)
-            if missed == len(keys):
-                return offsets, ids  # every key was new: the engine's answer as it is
-            answers[lost] = numbers
-        starts, ids = memo.answers()
-        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
-        np.cumsum(np.diff(starts)[answers], out=offsets[1:])
-        found = np.empty(int(offsets[-1]), dtype=np.int32)
-        kernel.write_answers(answers, starts, ids, offsets, found)
-        return offsets, found
+        memo = self._memo
+        if memo is None:  # made once a key repeats
+            answers, missed = np.full(len(keys), MISSING, dtype=np.int32), len(keys)
+        else:
+            answers, missed = memo.probe(data, key_offsets, everyone)
+            if not missed:
+                return _written(memo, answers)
+        lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
+        if self._seen_keys is None:
+            self._seen_keys = SeenKeys()
+        again = self._seen_keys.again(data, key_offsets, lost)
+        kept = int(np.count_nonzero(again))
+        if kept and memo is None:
+            memo = self._memo = KeyMemo(MEMO_MAX_KEYS, MEMO_MAX_CELLS)
+        elif kept and memo.make_room(kept):  # started again empty: the hits' answers are gone
+            lost, missed, kept = everyone, len(keys), 0
+        offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
+        sizes = np.diff(offsets)
+        if kept:  # keys that repeat: their answers, then the keys, kept
+            if kept == len(lost):
+                kept_at, first = lost, memo.add_answers(offsets, ids)
+            else:
+                kept_offsets = np.zeros(kept + 1, dtype=np.int64)
+                np.cumsum(sizes[again], out=kept_offsets[1:])
+                kept_at = lost[again]
+                first = memo.add_answers(kept_offsets, ids[np.repeat(again, sizes)])
+            numbers = np.arange(first, first + kept, dtype=np.int32)
+            memo.insert(data, key_offsets, kept_at, numbers)
+            answers[kept_at] = numbers
+        if missed == len(keys):
+            return offsets, ids  # every key went to the engine: its answer as it is
+        if kept == len(lost):
+            return _written(memo, answers)
+        # The keys met once are answered for this batch only: their answers are made, written
+        # out and dropped (no key leads to them).
+        once = ~again
+        once_offsets = np.zeros(len(lost) - kept + 1, dtype=np.int64)
+        np.cumsum(sizes[once], out=once_offsets[1:])
+        first = memo.add_answers(once_offsets, ids[np.repeat(once, sizes)] if kept else ids)
+        answers[lost[once]] = np.arange(first, first + len(lost) - kept, dtype=np.int32)
+        try:
+            return _written(memo, answers)
+        finally:
+            memo.truncate(first)
 
     def _match_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray]:
         """`match_many_ids` of validated keys, by the engine (no memo)."""
@@ -398,10 +428,19 @@ class TopicMatcher:
         # was most of a first batch); a large set's an array, concatenated (a broadcast's
         # 10k ids a key would be slow as Python ints).
         id_of = self._id_of
+        sizes = np.fromiter(map(len, results), dtype=np.int64, count=len(results))
+        offsets = np.zeros(len(results) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        total = int(offsets[-1])
+        if total <= FLATTEN_EACH_MAX * len(results):
+            # A few ids a key (a device, a subject each): every key's set read in C, no
+            # Python step per key (that loop was a fifth of NATS's first batch).
+            ids = np.fromiter(map(id_of.__getitem__, chain.from_iterable(results)),
+                              dtype=np.int32, count=total)
+            return offsets, ids
         kept: dict[int, Any] = {}  # id() of a set kept alive by ``results`` -> its ids
         parts: list[np.ndarray] = []  # runs of small sets' ids and large sets' arrays
         run: list[int] = []
-        sizes = np.fromiter(map(len, results), dtype=np.int64, count=len(results))
         for found in results:
             if len(found) == 1:  # a device, a user: most often a set of its own
                 for one in found:
@@ -423,8 +462,6 @@ class TopicMatcher:
                 parts.append(ids)
         if run or not parts:
             parts.append(np.array(run, dtype=np.int32))
-        offsets = np.zeros(len(results) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
         return offsets, parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -455,6 +492,18 @@ class _HeldByEngine:
 
     def __len__(self) -> int:
         return self._count
+
+
+def _written(memo: KeyMemo, answers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, ids)`` of a batch whose keys all have answers in ``memo``."""
+    from xroute.engines import key_memo
+
+    starts, ids = memo.answers()
+    offsets = np.zeros(len(answers) + 1, dtype=np.int64)
+    np.cumsum(np.diff(starts)[answers], out=offsets[1:])
+    found = np.empty(int(offsets[-1]), dtype=np.int32)
+    key_memo.kernel().write_answers(answers, starts, ids, offsets, found)
+    return offsets, found
 
 
 def _hashable(destination: Any) -> Any:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 def warm() -> dict[str, float]:
     """Compile (or load from the cache) every kernel for every argument type used; seconds each."""
+    import numpy as np
     import pyarrow as pa
 
     from xroute.core.batch import BatchRouter
@@ -38,6 +39,25 @@ def warm() -> dict[str, float]:
         seconds[f"topic kernel, {label}"] = time.perf_counter() - began
         if len(offsets) != len(keys) + 1:
             raise RuntimeError("the warmed kernel gave a malformed answer")
+    # The key memo of `TopicMatcher.match_many_ids` (Arrow batches of `MEMO_MIN_BATCH` keys or
+    # more): a first pass (the filter of keys seen), a second (keys kept), a third (probed
+    # and copied), for both string types; and the memo's growth, which a small batch never
+    # reaches.
+    from xroute.engines import key_memo
+    from xroute.engines.matcher import MEMO_MIN_BATCH
+
+    keys = [f"a.{i}" for i in range(MEMO_MIN_BATCH)]
+    for label, kind in (("strings", pa.string()), ("large strings", pa.large_string())):
+        began = time.perf_counter()
+        batch = pa.array(keys, kind)
+        mixed = pa.array(keys[::2] + [f"b.{i}" for i in range(MEMO_MIN_BATCH)], kind)
+        answers = [matcher.match_many_ids(keys) for keys in (batch, batch, batch, mixed)]
+        seconds[f"key memo, {label}"] = time.perf_counter() - began
+        if answers[0][0].tolist() != answers[2][0].tolist():
+            raise RuntimeError("the warmed key memo gave another answer")
+    tables = (np.full(4, -1, dtype=np.int64), np.zeros(4, dtype=np.int32),
+              np.full(8, -1, dtype=np.int64), np.zeros(8, dtype=np.int32))
+    key_memo.kernel().memo_rehash(*tables)
     # `auto`'s shape kernel (wildcards by shape, literal keys by table), for both as well.
     shapes, literal = ShapeIndex(), LiteralIndex()
     for pattern in ("a.*", "#.b"):

@@ -1,16 +1,21 @@
-"""`KeyMemo`: one exchange's routing keys -> the queue ids a message published with that key
-and no headers reaches, for `xroute.core.batch.BatchRouter`'s warm batches.
+"""`KeyMemo`: routing keys -> the ids they lead to, for warm batches: one exchange's keys ->
+queue ids in `xroute.core.batch.BatchRouter`, a matcher's keys -> destination ids in
+`xroute.engines.matcher.TopicMatcher.match_many_ids`.
 
-A batch's keys are probed in one compiled loop over Arrow's buffers (`memo_probe`: a hash of
-the key's bytes, a table slot, the bytes compared), and each message's queue ids copied from
-its answer (`write_answers`): no Python object per key or per destination. Answers are the
-distinct sets of queue names that `Topology.route` gave, each kept once as an id array, so
-a broadcast's 10k queues are one array whatever the keys.
+A batch's keys are probed in one compiled loop over Arrow's buffers
+(`xroute.engines._memo_kernel.memo_probe`: a hash of the key's bytes, a table slot, the bytes
+compared), and each message's ids copied from its answer (`write_answers`): no Python object
+per key or per destination. Answers are id arrays; the router keeps each distinct set of
+queue names once (`answer`), so a broadcast's 10k queues are one array whatever the keys.
 
-The memo holds routes, not bindings: the router drops it when a binding change can alter
-them (`BatchRouter` is told by the topology), and refills it key by key from `Topology.route`
-and its route cache. It is bounded (`MEMO_MAX_KEYS`, `MEMO_MAX_CELLS`); past a bound it starts
-again empty.
+The memo holds routes, not bindings: its owner drops it when a binding change can alter them,
+and refills it from its first-route path. It is bounded (`MEMO_MAX_KEYS`, `MEMO_MAX_CELLS`);
+past a bound it starts again empty.
+
+A key met once need not be kept: `SeenKeys` tells which keys a filter of hashes has seen
+before (a bit per hash slot), so that an owner keeps only keys that repeat and a first pass
+over new keys pays one hash a key, not a copy of its bytes and of its ids. The filter is kept
+apart from the memo: a binding change drops the routes, not the sight of the keys.
 """
 
 from __future__ import annotations
@@ -19,13 +24,18 @@ from typing import Any
 
 import numpy as np
 
-# Keys kept (the table has twice as many slots, 4 bytes each, plus the key bytes and 16 bytes
-# a key): about 60 MB at the bound with 30-byte keys.
+# Keys kept (the table has 2-4 times as many slots, 12 bytes each: a hash and an entry; plus
+# the key bytes and 12 bytes a key): about 80 MB at the bound with 30-byte keys.
 MEMO_MAX_KEYS = 1 << 20
 # Queue ids kept over every answer (4 bytes each): a key of its own answer per key times its
 # queues. A broadcast's answer is one.
 MEMO_MAX_CELLS = 16_000_000
 _START_SLOTS = 1 << 12
+# The filter of keys seen (`SeenKeys`), in bits: it starts small and, each time half
+# its bits are set, starts again empty 4 times larger, up to 8M bits (1 MB), where it keeps
+# the last few million keys' sight.
+SEEN_START_BITS = 1 << 16
+SEEN_MAX_BITS = 1 << 23
 # An answer is a number: at least 0, a set of queues kept by `KeyMemo.answer`; ``ONE_QUEUE -
 # q`` (down to ``REFUSED`` excluded), the one queue ``q`` (most keys of most shapes reach one
 # queue: no set to keep or look up); `MISSING`, a key the memo has not kept. `REFUSED` and
@@ -36,7 +46,7 @@ REFUSED = -(1 << 30)
 
 
 class KeyMemo:
-    """Routing key bytes -> answer number; answer number -> queue ids."""
+    """Routing key bytes -> answer number; answer number -> ids."""
 
     def __init__(self, max_keys: int = MEMO_MAX_KEYS, max_cells: int = MEMO_MAX_CELLS) -> None:
         self.max_keys = max_keys
@@ -45,8 +55,10 @@ class KeyMemo:
 
     def clear(self) -> None:
         """Forget every key and answer."""
-        self.slots = np.full(_START_SLOTS, -1, dtype=np.int64)
-        self.entry_hash = np.zeros(_START_SLOTS // 2, dtype=np.int64)
+        # the table, laid out as the engines' word tables: each slot's key hash (-1: empty)
+        # and its entry
+        self.slot_keys = np.full(_START_SLOTS, -1, dtype=np.int64)
+        self.slot_entries = np.zeros(_START_SLOTS, dtype=np.int32)
         self.entry_answer = np.zeros(_START_SLOTS // 2, dtype=np.int32)
         self.entry_offsets = np.zeros(_START_SLOTS // 2 + 1, dtype=np.int64)
         self.entry_data = np.zeros(_START_SLOTS * 8, dtype=np.uint8)
@@ -66,16 +78,18 @@ class KeyMemo:
     def __len__(self) -> int:
         return self.entries
 
-    def probe(self, kernel: Any, data: np.ndarray, key_offsets: np.ndarray,
+    def probe(self, data: np.ndarray, key_offsets: np.ndarray,
               messages: np.ndarray) -> tuple[np.ndarray, int]:
-        """Each message's answer (`MISSING`: not kept), and how many were not kept."""
+        """Each message's answer (`MISSING`: not kept), and how many were not kept; the keys
+        are Arrow's buffers (``data``, ``key_offsets``), message ``m``'s key
+        ``data[key_offsets[m]:key_offsets[m + 1]]``."""
         answers = np.empty(len(messages), dtype=np.int32)
         if not self.entries:
             answers.fill(MISSING)
             return answers, len(messages)
-        missed = kernel.memo_probe(data, key_offsets, messages, self.slots, self.entry_hash,
-                                   self.entry_data, self.entry_offsets, self.entry_answer,
-                                   answers)
+        missed = kernel().memo_probe(data, key_offsets, messages, self.slot_keys,
+                                     self.slot_entries, self.entry_data, self.entry_offsets,
+                                     self.entry_answer, answers)
         return answers, int(missed)
 
     def answer(self, names: frozenset[str], queue_index: dict[str, int]) -> int:
@@ -118,6 +132,12 @@ class KeyMemo:
         self._answer_ids[self.cells : cells] = ids
         self.count, self.cells = count, cells
 
+    def truncate(self, count: int) -> None:
+        """Forget the answers numbered ``count`` and later (no key kept may lead to them):
+        answers made for one batch's output only."""
+        self.answers()
+        self.count, self.cells = count, int(self._answer_starts[count])
+
     def make_room(self, keys: int) -> bool:
         """Whether the memo had to start again empty to keep ``keys`` more (past a bound)."""
         if self.entries + keys > self.max_keys or self.cells > self.max_cells:
@@ -125,8 +145,8 @@ class KeyMemo:
             return True
         return False
 
-    def insert(self, kernel: Any, data: np.ndarray, key_offsets: np.ndarray,
-               messages: np.ndarray, answers: np.ndarray) -> None:
+    def insert(self, data: np.ndarray, key_offsets: np.ndarray, messages: np.ndarray,
+               answers: np.ndarray) -> None:
         """Keep the keys of ``messages`` (distinct or not) with their ``answers`` (room was
         made: `make_room`)."""
         if not len(messages):
@@ -138,15 +158,46 @@ class KeyMemo:
             self.entry_data = _grown(self.entry_data, self.used + size)
         if room + 1 > len(self.entry_offsets):
             self.entry_offsets = _grown(self.entry_offsets, room + 1)
-            self.entry_hash = _grown(self.entry_hash, room)
             self.entry_answer = _grown(self.entry_answer, room)
-        if 2 * room > len(self.slots):  # at most half full: short probe runs
-            slots = np.full(_power_of_two(2 * room), -1, dtype=np.int64)
-            kernel.memo_rehash(self.entry_hash, self.entries, slots)
-            self.slots = slots
-        self.entries, self.used = (int(n) for n in kernel.memo_insert(
-            data, key_offsets, messages, answers, self.slots, self.entry_hash,
+        memo = kernel()
+        if 2 * room > len(self.slot_keys):  # at most half full: short probe runs
+            size = _power_of_two(2 * room)
+            slot_keys = np.full(size, -1, dtype=np.int64)
+            slot_entries = np.zeros(size, dtype=np.int32)
+            memo.memo_rehash(self.slot_keys, self.slot_entries, slot_keys, slot_entries)
+            self.slot_keys, self.slot_entries = slot_keys, slot_entries
+        self.entries, self.used = (int(n) for n in memo.memo_insert(
+            data, key_offsets, messages, answers, self.slot_keys, self.slot_entries,
             self.entry_data, self.entry_offsets, self.entry_answer, self.entries, self.used))
+
+
+class SeenKeys:
+    """Which routing keys were seen before: a filter of their hashes, a bit per hash slot."""
+
+    def __init__(self) -> None:
+        self._bits: np.ndarray | None = None  # uint64 words, made on first use
+        self._set = 0  # bits set
+
+    def again(self, data: np.ndarray, key_offsets: np.ndarray,
+              messages: np.ndarray) -> np.ndarray:
+        """Whether each message's key was seen by an earlier call (or earlier in this one),
+        as a bool array; the keys are marked seen. A few keys never seen share a bit with one
+        that was and are called seen: keeping them is harmless."""
+        bits = self._bits
+        if bits is None or 2 * self._set >= 64 * len(bits):  # half full: start again
+            size = SEEN_START_BITS if bits is None else min(SEEN_MAX_BITS, 4 * 64 * len(bits))
+            bits = self._bits = np.zeros(size // 64, dtype=np.uint64)
+            self._set = 0
+        again = np.empty(len(messages), dtype=np.bool_)
+        self._set += int(kernel().mark_seen(data, key_offsets, messages, bits, again))
+        return again
+
+
+def kernel() -> Any:
+    """`xroute.engines._memo_kernel`, imported (numba with it) on first use."""
+    from xroute.engines import _memo_kernel
+
+    return _memo_kernel
 
 
 def _grown(array: np.ndarray, at_least: int) -> np.ndarray:

@@ -1,0 +1,139 @@
+"""The numba kernels of the key memo (`xroute.engines.key_memo.KeyMemo`): routing key bytes ->
+answer number, probed over Arrow's buffers, and each message's ids copied from its answer.
+
+The table is laid out as the engines' word tables (`xroute.engines._kernel.build_word_table`:
+a hash per slot, -1 when empty, and the slot's entry, whose bytes are
+``entry_data[entry_offsets[entry]:entry_offsets[entry + 1]]``) and probed by the same loop,
+`xroute.engines._kernel.find_slot`. Imported only when a batch first uses the memo (importing
+numba costs about half a second), after `xroute.engines.numba_cache` has chosen the cache
+folder.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from xroute.engines import numba_cache
+
+numba_cache.prepare()  # the same cache folder as the engines' kernels, zip or not
+
+from numba import njit  # noqa: E402  (after the cache locator is in place)
+
+from xroute.engines._kernel import _EMPTY, _hash_bytes, _slot, find_slot  # noqa: E402
+
+
+@njit(cache=True, inline="always")
+def _bits(size):
+    """log2 of ``size``, a power of two."""
+    bits = 0
+    while size > 1:
+        size >>= 1
+        bits += 1
+    return bits
+
+
+@njit(cache=True, nogil=True)
+def memo_probe(data, key_offsets, messages, slot_keys, slot_entries, entry_data,
+               entry_offsets, entry_answer, answers):
+    """``answers[i]``: the answer of message ``messages[i]``'s key, or -1 if the memo lacks it;
+    the number of misses."""
+    bits = _bits(slot_keys.shape[0])
+    missed = 0
+    for i in range(messages.shape[0]):
+        m = messages[i]
+        begin = key_offsets[m]
+        stop = key_offsets[m + 1]
+        slot = find_slot(data, begin, stop, _hash_bytes(data, begin, stop), entry_data,
+                         entry_offsets, slot_keys, slot_entries, bits)
+        if slot_keys[slot] == _EMPTY:
+            answers[i] = -1  # MISSING
+            missed += 1
+        else:
+            answers[i] = entry_answer[slot_entries[slot]]
+    return missed
+
+
+@njit(cache=True, nogil=True)
+def memo_insert(data, key_offsets, messages, answer_of, slot_keys, slot_entries, entry_data,
+                entry_offsets, entry_answer, entries, used):
+    """Add the keys of ``messages`` with answers ``answer_of`` (a key already in is skipped);
+    the arrays have room (the caller grows them). Returns (entries, bytes used) after."""
+    bits = _bits(slot_keys.shape[0])
+    for i in range(messages.shape[0]):
+        m = messages[i]
+        begin = key_offsets[m]
+        stop = key_offsets[m + 1]
+        hashed = _hash_bytes(data, begin, stop)
+        slot = find_slot(data, begin, stop, hashed, entry_data, entry_offsets, slot_keys,
+                         slot_entries, bits)
+        if slot_keys[slot] != _EMPTY:
+            continue
+        for j in range(stop - begin):
+            entry_data[used + j] = data[begin + j]
+        used += stop - begin
+        entry_answer[entries] = answer_of[i]
+        entry_offsets[entries + 1] = used
+        slot_keys[slot] = hashed
+        slot_entries[slot] = entries
+        entries += 1
+    return entries, used
+
+
+@njit(cache=True, nogil=True)
+def memo_rehash(old_keys, old_entries, slot_keys, slot_entries):
+    """Move every slot of the table (``old_keys``, ``old_entries``) into the empty, larger
+    one (``slot_keys``, ``slot_entries``): the hashes are kept, no key is hashed again."""
+    mask = slot_keys.shape[0] - 1
+    shift = np.uint64(64 - _bits(slot_keys.shape[0]))
+    for old in range(old_keys.shape[0]):
+        hashed = old_keys[old]
+        if hashed == _EMPTY:
+            continue
+        slot = _slot(hashed, shift)
+        while slot_keys[slot] != _EMPTY:
+            slot = (slot + 1) & mask
+        slot_keys[slot] = hashed
+        slot_entries[slot] = old_entries[old]
+
+
+@njit(cache=True, nogil=True)
+def mark_seen(data, key_offsets, messages, seen, again):
+    """Set each key's bit in the filter ``seen`` (uint64 words, a power of two of them, a bit
+    per hash slot); ``again[i]``: whether message ``messages[i]``'s bit was set already (its
+    key was seen, or one of the same bit: a few keys are kept that need not be). The number
+    of bits set now."""
+    shift = np.uint64(64 - _bits(seen.shape[0] * 64))
+    added = 0
+    for i in range(messages.shape[0]):
+        m = messages[i]
+        slot = _slot(_hash_bytes(data, key_offsets[m], key_offsets[m + 1]), shift)
+        bit = np.uint64(1) << np.uint64(slot & 63)
+        word = slot >> 6
+        if seen[word] & bit:
+            again[i] = True
+        else:
+            seen[word] |= bit
+            again[i] = False
+            added += 1
+    return added
+
+
+@njit(cache=True, nogil=True)
+def write_answers(answers, answer_starts, answer_ids, offsets, into):
+    """Each message's ids, its answer's, into ``into`` at ``offsets[i]`` (the caller sized
+    it); a negative answer is one id (`xroute.engines.key_memo.ONE_QUEUE`)."""
+    for i in range(answers.shape[0]):
+        a = answers[i]
+        if a < 0:  # one id, ``-2 - a`` (`xroute.engines.key_memo.ONE_QUEUE`)
+            into[offsets[i]] = -2 - a
+            continue
+        begin = answer_starts[a]
+        count = answer_starts[a + 1] - begin
+        at = offsets[i]
+        if count == 1:
+            into[at] = answer_ids[begin]
+            continue
+        source = answer_ids[begin : begin + count]
+        out = into[at : at + count]
+        for j in range(count):
+            out[j] = source[j]
