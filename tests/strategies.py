@@ -13,6 +13,20 @@ destinations = st.sampled_from(["q1", "q2", "q3", "q4"])
 bindings = st.lists(st.tuples(patterns, destinations), max_size=25)
 
 
+def binding_sessions(batch_keys: int) -> st.SearchStrategy:
+    """Random sessions of up to 40 steps: add a binding, remove the i-th live one
+    (`apply_binding_step`), match a key, or match a batch of up to ``batch_keys`` keys."""
+    return st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), patterns, destinations),
+            st.tuples(st.just("remove"), st.integers(0, 30)),
+            st.tuples(st.just("match"), keys),
+            st.tuples(st.just("batch"), st.lists(keys, min_size=1, max_size=batch_keys)),
+        ),
+        max_size=40,
+    )
+
+
 def apply_binding_step(step: tuple, matchers: list, live: list[tuple[str, str]]) -> None:
     """Carry out one step of a random session on every matcher: ``("add", pattern,
     destination)``, or ``("remove", i)``, which unbinds the i-th live binding (modulo their

@@ -68,14 +68,21 @@ def test_auto_with_catch_all_destinations_equals_reference(ops, probe):
         assert actual.stats()["shadowed_bindings"] == shadowed(live)
 
 
-def test_a_catch_all_takes_its_destinations_other_bindings_out_of_the_trie_until_it_goes():
-    specific = [f"w{i}.*.w{i + 1}.#" for i in range(200)] + [f"*.w{i}" for i in range(200)]
-    key_list = ["w3.x.w4.y", "x.w7", "nothing.here", "", "w3"]
+def audit_and_other(specific: list[str]) -> tuple[TopicMatcher, TopicMatcher]:
+    """`reference` and `auto` matchers with ``specific`` bound to "audit" and "w1.*" to
+    "other"."""
     expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
     for matcher in (expected, actual):
         for pattern in specific:
             matcher.add(pattern, "audit")
         matcher.add("w1.*", "other")
+    return expected, actual
+
+
+def test_a_catch_all_takes_its_destinations_other_bindings_out_of_the_trie_until_it_goes():
+    specific = [f"w{i}.*.w{i + 1}.#" for i in range(200)] + [f"*.w{i}" for i in range(200)]
+    key_list = ["w3.x.w4.y", "x.w7", "nothing.here", "", "w3"]
+    expected, actual = audit_and_other(specific)
     alone = actual.stats()["nodes"]
     for step in ("#", "#.#", "-#", "-#.#"):
         for matcher in (expected, actual):
@@ -165,11 +172,7 @@ def test_a_floor_takes_out_the_patterns_whose_keys_all_have_as_many_words():
     read), and the trie is as it was without them."""
     specific = [f"w{i}.*.w{i + 1}.#" for i in range(100)] + [f"#.w{i}" for i in range(100)]
     probe = ["w3.x.w4.y", "x.w7", "w7", "", "a.b.c"]
-    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
-    for matcher in (expected, actual):
-        for pattern in specific:
-            matcher.add(pattern, "audit")
-        matcher.add("w1.*", "other")
+    expected, actual = audit_and_other(specific)
     alone = actual.stats()["nodes"]
     # covered: the 200 by '*.#'; a higher floor itself; by '#' also '*.#'; by '*.*.#' alone
     # only the patterns of three words ('#.w1' needs one)

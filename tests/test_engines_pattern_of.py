@@ -11,22 +11,13 @@ from unittest import mock
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from tests.strategies import apply_binding_step, destinations, keys, patterns
+from tests.strategies import apply_binding_step, binding_sessions
 from xroute import BindingNotFound, TopicMatcher
 from xroute.core.errors import InvalidArguments
 from xroute.engines import shapes
 
-steps = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), patterns, destinations),
-        st.tuples(st.just("remove"), st.integers(0, 30)),
-        st.tuples(st.just("match"), keys),
-        st.tuples(st.just("batch"), st.lists(keys, min_size=1, max_size=40)),
-    ),
-    max_size=40,
-)
+steps = binding_sessions(40)
 
 
 def _decode(matcher: TopicMatcher, offsets, ids) -> list[frozenset]:

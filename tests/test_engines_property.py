@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import apply_binding_step, bindings, destinations, keys, patterns
+from tests.strategies import (
+    apply_binding_step,
+    binding_sessions,
+    bindings,
+    destinations,
+    keys,
+    patterns,
+)
 from xroute import InvalidPattern, TopicMatcher
 from xroute.engines import shapes
 
@@ -39,16 +46,8 @@ def test_engine_equals_reference(engine, pairs, probe_keys):
     assert_same(engine, pairs, probe_keys)
 
 
-# One step of a random session: add a binding, remove the i-th live one, or match a key.
-operations = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), patterns, destinations),
-        st.tuples(st.just("remove"), st.integers(0, 30)),
-        st.tuples(st.just("match"), keys),
-        st.tuples(st.just("batch"), st.lists(keys, min_size=1, max_size=6)),
-    ),
-    max_size=40,
-)
+# Random sessions of binding steps, matches and small batches.
+operations = binding_sessions(6)
 
 
 @SETTINGS
