@@ -205,6 +205,15 @@ def test_stream_routes_live_from_the_broker_exactly_once_across_runs(node, tmp_p
 # ---------------------------------------------------------------------- a killed driver
 
 
+def start_stream(arguments: list[str], log) -> subprocess.Popen:
+    """``xroute`` with ``arguments`` (a stream) in its own session, a batch every 200 ms, its
+    output to ``log``: the driver the crash tests kill."""
+    with log.open("w") as sink:
+        return subprocess.Popen(cli(*arguments, "--trigger-interval", "200ms"), stdout=sink,
+                                stderr=subprocess.STDOUT, env=cli_env(),
+                                start_new_session=True)
+
+
 def kill_mid_batch(first, target, log, within_s: float, between=lambda done: None) -> int:
     """SIGKILL the driver ``first`` (its own session) while a batch is staged in ``target`` but
     not committed; the batch it was killed in. ``between(committed batches)`` runs on each look
@@ -247,10 +256,7 @@ def test_driver_killed_mid_batch_then_restarted_loses_and_doubles_nothing(
                  table_format, "--max-messages", "150", "--master", "local[2]",
                  "--rabbitmq", "3.10"]
     log = tmp_path / "first.log"
-    with log.open("w") as sink:
-        first = subprocess.Popen(cli(*arguments, "--trigger-interval", "200ms"), stdout=sink,
-                                 stderr=subprocess.STDOUT, env=cli_env(),
-                                 start_new_session=True)
+    first = start_stream(arguments, log)
     target = locate(str(out))
     published = 300
 
@@ -477,10 +483,7 @@ def test_make_runs_sample_routes_live_into_delta_with_its_counts_through_a_kille
                  "--checkpoint", str(checkpoint), "--table-format", "delta",
                  "--max-messages", str(max(len(held) // 8, 1000)), "--master", "local[2]"]
     log = tmp_path / "first.log"
-    with log.open("w") as sink:
-        first = subprocess.Popen(cli(*arguments, "--trigger-interval", "200ms"), stdout=sink,
-                                 stderr=subprocess.STDOUT, env=cli_env(),
-                                 start_new_session=True)
+    first = start_stream(arguments, log)
     target = locate(str(out))
     killed_in = kill_mid_batch(first, target, log, 1200)
     phase(f"stream until killed in batch {killed_in}")
