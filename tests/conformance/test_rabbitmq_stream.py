@@ -327,3 +327,34 @@ def test_a_pattern_reads_its_streams_picks_up_new_ones_and_stops_on_a_vanished_o
     assert any(StreamVanished.__name__ in line for line in said), said
     assert f"{b!r} (matched by streamPattern {pattern!r}, read up to offset 20)" in str(
         failure.value), said
+
+
+def test_a_stream_deleted_while_a_task_reads_it_stops_the_task_with_stream_vanished(node):
+    """A task waiting for offsets past the tail learns of the deletion from the broker's
+    metadata update, not after the read's 120 s of silence; a task that subscribes after it
+    finds no stream. Either way: `StreamVanished`, naming the stream and the range."""
+    import threading
+
+    from xroute.spark.rabbitmq_stream import SourceOptions, StreamRange, read_range
+
+    stream = _name("deleted")
+    declare_stream(node.amqp_url, stream)
+    publish_stream(node.stream_port, stream, [b"m"] * 50)
+    options = SourceOptions.parse({"path": node.uri(stream), "password": "guest"})
+    failed: list[BaseException] = []
+
+    def task() -> None:
+        try:
+            list(read_range(options, StreamRange(stream, 0, 100)))  # 50 more than it holds
+        except BaseException as error:  # noqa: BLE001 - the test reads it
+            failed.append(error)
+
+    reader = threading.Thread(target=task, daemon=True)
+    reader.start()
+    time.sleep(1)  # not needed for the outcome: gives the task time to subscribe first
+    _delete_stream(node.amqp_url, stream)
+    reader.join(60)  # half the read's silence timeout: a metadata update, not the timeout
+    assert not reader.is_alive(), "the task still waits on a deleted stream"
+    assert len(failed) == 1 and isinstance(failed[0], StreamVanished), failed
+    assert f"stream {stream!r} was deleted" in str(failed[0])
+    assert "offsets 0..99" in str(failed[0])

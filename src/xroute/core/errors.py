@@ -464,6 +464,7 @@ class StreamUnreachable(StreamError):
 
 
 class StreamVanished(StreamNotFound):
-    """A stream a query was reading (matched by its ``streamPattern``) is gone from the
-    broker: its unread messages, if any, cannot be read; the query stops rather than skip it."""
+    """A stream a query was reading is gone from the broker (deleted while a task read it, or
+    no longer matched among the streams of a ``streamPattern``): its unread messages, if any,
+    cannot be read; the query stops rather than skip it."""
 

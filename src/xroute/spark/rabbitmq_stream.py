@@ -271,14 +271,21 @@ def read_range(options: SourceOptions, part: StreamRange) -> Iterator[Any]:
         return make(stream, entries).cast(target)
 
     pending: list[tuple[int, int, bytes]] = []
-    for first, chunk_ms, entries in read(
-        options.endpoint, part.stream, part.start, part.end, options.fail_on_loss,
-        options.reconnect_s,
-    ):
-        pending.extend((first + i, chunk_ms, data) for i, data in enumerate(entries))
-        if len(pending) >= BATCH_ROWS:
-            yield build(part.stream, pending)
-            pending = []
+    try:
+        for first, chunk_ms, entries in read(
+            options.endpoint, part.stream, part.start, part.end, options.fail_on_loss,
+            options.reconnect_s,
+        ):
+            pending.extend((first + i, chunk_ms, data) for i, data in enumerate(entries))
+            if len(pending) >= BATCH_ROWS:
+                yield build(part.stream, pending)
+                pending = []
+    except StreamNotFound:  # the driver planned this range: the stream existed then
+        raise StreamVanished(
+            f"stream {part.stream!r} was deleted on {options.endpoint.uri} while offsets "
+            f"{part.start}..{part.end - 1} were being read: the query stops rather than skip "
+            "them", part.stream,
+        ) from None
     if pending:
         yield build(part.stream, pending)
 

@@ -36,6 +36,9 @@ READ_TIMEOUT_S = 120.0  # a range that stops arriving (a broker gone) fails rath
 CREDIT = 64  # chunks in flight per subscription (a 0-9-1 publisher writes small chunks)
 ALIVE_CHECK_S = 0.5  # how often a waiting read looks whether its connection is still open
 _ids = itertools.count(1)
+# What a subscription's queue gets when the broker says the stream's metadata changed: it was
+# deleted, or (in a cluster) its leader moved; either way the broker ended the subscription.
+_METADATA_CHANGED = object()
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,12 @@ async def chunks(
     queue: asyncio.Queue = asyncio.Queue()
     sid = next(_ids) % 250
     client.add_handler(schema.Deliver, lambda frame: None, name=str(sid))  # type: ignore[attr-defined]
+
+    def metadata_changed(frame: object) -> None:
+        if frame.metadata_info.stream == stream:  # type: ignore[attr-defined]
+            queue.put_nowait(_METADATA_CHANGED)
+
+    client.add_handler(schema.MetadataUpdate, metadata_changed, name=str(sid))  # type: ignore[attr-defined]
     await client.run_queue_listener_task(subscriber_id=sid, handler=queue.put_nowait)  # type: ignore[attr-defined]
     try:
         await client.subscribe(  # type: ignore[attr-defined]
@@ -124,6 +133,8 @@ async def chunks(
                     return
             else:
                 frame = queue.get_nowait()
+            if frame is _METADATA_CHANGED:
+                await _ended_by_broker(client, stream)
             if frame.subscription_id != sid:
                 continue
             owed += 1
@@ -133,11 +144,22 @@ async def chunks(
             yield Chunk(frame.chunk_first_offset, frame.timestamp, frame.get_messages())
     finally:
         client.remove_handler(schema.Deliver, name=str(sid))  # type: ignore[attr-defined]
+        client.remove_handler(schema.MetadataUpdate, name=str(sid))  # type: ignore[attr-defined]
         await client.stop_queue_listener_task(subscriber_id=sid)  # type: ignore[attr-defined]
         # A lost connection has nobody to tell.
         if client.is_connection_alive():  # type: ignore[attr-defined]
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.unsubscribe(sid), 5)  # type: ignore[attr-defined]
+
+
+async def _ended_by_broker(client: object, stream: str) -> None:
+    """Raise for a subscription the broker ended with a metadata update: `StreamNotFound` if
+    the stream was deleted (at once, rather than after `READ_TIMEOUT_S` of silence), else
+    `StreamDisconnected`, which a reader retries, resuming after the last offset it got."""
+    if not await exists(client, stream):
+        raise StreamNotFound(f"stream {stream!r} was deleted while it was being read", stream)
+    raise StreamDisconnected(f"the broker ended the subscription to stream {stream!r} "
+                             "(its metadata changed)", stream)
 
 
 async def _next_frame(client: object, queue: asyncio.Queue, stream: str, wait_s: float) -> object:
