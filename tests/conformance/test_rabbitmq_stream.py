@@ -6,7 +6,8 @@ query fails with `StreamTruncated`, `route()` agrees with `Topology.route_messag
 streaming query outlives the node restarted under it (each offset once) and fails with
 `StreamUnreachable` when the node stays away longer than ``reconnectTimeout``, and a
 ``streamPattern`` reads the streams it matches, picks up one created later from its first
-offset and stops with `StreamVanished` when one is deleted.
+offset and stops with `StreamVanished` when one is deleted, as a task does whose stream is
+deleted under it.
 
 Run by ``make conformance`` (marker ``conformance``; they start Spark too: marker ``spark``).
 """
