@@ -360,7 +360,9 @@ class Topology:
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
-        if self.profile.refuses_reply_to_bindings:
+        # hot: every bind (`xroute bench engines --shapes`, bind rate): the usual case (a
+        # plain str, short ASCII key, no arguments) is told apart inline, without a call.
+        if destination.__class__ is not str or destination.startswith(REPLY_TO_PREFIX):
             self.check_bindable(destination, destination_type)
         exchange = self._exchange(source, "binding source")
         if source == DEFAULT_EXCHANGE:
@@ -377,11 +379,16 @@ class Topology:
                 "destination_type must be 'queue' or 'exchange', got "
                 f"{short_repr(destination_type)}"
             )
-        check_pattern(routing_key)
-        arguments = _arguments(arguments, "binding")
-        frozen = frozen_arguments(arguments) if arguments else ()
-        # hot: every bind (`xroute bench engines --shapes`, bind rate). A `Destination` is a
-        # tuple: the shared one is found by a plain tuple, and made only for a new target.
+        if (routing_key.__class__ is not str or len(routing_key) > ALWAYS_SHORT
+                or not routing_key.isascii()):
+            check_pattern(routing_key)
+        if arguments is None:
+            arguments, frozen = {}, ()
+        else:
+            arguments = _arguments(arguments, "binding")
+            frozen = frozen_arguments(arguments) if arguments else ()
+        # A `Destination` is a tuple: the shared one is found by a plain tuple, and made only
+        # for a new target.
         target = self._targets.get((destination_type, destination))
         if target is None:
             target = Destination(destination_type, destination)

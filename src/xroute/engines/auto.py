@@ -213,8 +213,7 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
         if self._trie_deferred:
-            if self._shapes.stays_usable(words):
-                self._shapes.add(words, destination)
+            if self._shapes.add_if_usable(words, destination):
                 self._deferred += 1
                 return
             self._make_trie()

@@ -50,6 +50,8 @@ SMALL_UNION = 16
 # A pattern's destinations are kept as a frozenset, made as it is bound, while there are at
 # most this many (`xroute.engines.frozen_sets`).
 FREEZE_NOW = 8
+# `ShapeIndex.matcher` not worked out since the shapes last changed.
+_UNKNOWN: Any = object()
 
 
 class _Shape:
@@ -122,7 +124,7 @@ class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
     __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans", "_heads",
-                 "_headless", "_copies", "_counts", "_source", "_dropped", "_bare")
+                 "_headless", "_copies", "_counts", "_source", "_dropped", "_bare", "_matcher")
 
     def __init__(
         self, source: Callable[[], Iterable[tuple[Words, Hashable]]] | None = None,
@@ -156,6 +158,9 @@ class ShapeIndex:
         # one entry of one shape: (shape, literal words, destination) -> the other patterns
         # bound alike, so that removing one of them leaves the entry.
         self._copies: dict[tuple[Any, Any, Hashable], int] = {}
+        # What `matcher` answers, kept until a shape comes or goes (the caller asks after
+        # every binding change: making it each time was a fifth of a bulk bind's cost).
+        self._matcher: Any = _UNKNOWN
 
     @property
     def usable(self) -> bool:
@@ -174,21 +179,32 @@ class ShapeIndex:
             for _, members in shape.entries.items():
                 yield from members
 
-    def stays_usable(self, words: Words) -> bool:
-        """Whether the index would still be `usable` with one more pattern ``words``."""
+    def add_if_usable(self, words: Words, destination: Hashable) -> bool:
+        """`add` if the index stays `usable` with one more pattern ``words``; whether it did
+        (one `shape_of` for the question and the entry: asked on every wildcard binding
+        while a topology's exchange keeps its wildcards in the shapes alone)."""
         if not self.usable:
             return False
         key = shape_of(words)
-        return key is not None and (key in self._counts or len(self._counts) < MAX_SHAPES)
+        if key is None or (key not in self._counts and len(self._counts) >= MAX_SHAPES):
+            return False
+        self.add(words, destination, key)
+        return True
 
-    def add(self, words: Words, destination: Hashable) -> None:
-        """Index the new binding of the wildcard pattern ``words`` to ``destination``."""
-        key = shape_of(words)
+    def add(self, words: Words, destination: Hashable, key: Any = _UNKNOWN) -> None:
+        """Index the new binding of the wildcard pattern ``words`` to ``destination``
+        (``key``: its `shape_of`, if the caller has it)."""
+        if key is _UNKNOWN:
+            key = shape_of(words)
         if key is None:
             self._unshaped += 1
+            self._matcher = _UNKNOWN
             return
         counts = self._counts
-        counts[key] = counts.get(key, 0) + 1
+        count = counts.get(key, 0)
+        counts[key] = count + 1
+        if not count:
+            self._matcher = _UNKNOWN  # a new shape
         if self._dropped:
             return
         if len(counts) > DROP_SHAPES and self._source is not None:
@@ -197,6 +213,7 @@ class ShapeIndex:
         shape = self._shapes.get(key)
         if shape is None:
             shape = self._shapes[key] = _Shape(*key, self._bare)
+            self._matcher = _UNKNOWN
             if shape.exact:
                 self._by_length.setdefault(shape.min_words, []).append(shape)
             else:
@@ -217,6 +234,7 @@ class ShapeIndex:
     def remove(self, words: Words, destination: Hashable) -> None:
         """Forget the binding of ``words`` to ``destination`` (indexed before)."""
         key = shape_of(words)
+        self._matcher = _UNKNOWN  # (rare: kept only while the bindings grow)
         if key is None:
             self._unshaped -= 1
             return
@@ -253,7 +271,13 @@ class ShapeIndex:
     def matcher(self) -> Callable[[str], frozenset] | None:
         """`match`, or a function equal to it made for a single shape (EMQX's and RabbitMQ
         4.3's benchmarks: no loop, the lookup inlined); None while not `usable`. To be asked
-        again after each binding change."""
+        again after each binding change (kept while no shape comes or goes)."""
+        found = self._matcher
+        if found is _UNKNOWN:
+            found = self._matcher = self._make_matcher()
+        return found
+
+    def _make_matcher(self) -> Callable[[str], frozenset] | None:
         if not self.usable:
             return None
         if self._dropped:
@@ -308,6 +332,7 @@ class ShapeIndex:
     def _drop(self) -> None:
         """Too many shapes to be used: keep the counts only (see the module's doc)."""
         self._dropped = True
+        self._matcher = _UNKNOWN
         self._shapes, self._by_length, self._open = {}, {}, []
         self._unions, self._plans, self._heads, self._copies = {}, {}, {}, {}
         self._headless = 0
@@ -315,6 +340,7 @@ class ShapeIndex:
     def _rebuild(self) -> None:
         """Usable again after a drop: make the entries from the source's patterns."""
         self._dropped = False
+        self._matcher = _UNKNOWN
         self._counts = {}
         self._unshaped = 0
         for words, destination in self._source():  # type: ignore[misc]
