@@ -70,8 +70,8 @@ class TopicExchange:
             return
         self.match_wildcards = self.matcher.wildcard_matcher()
         if self.wildcard_queues is not None:
-            self.wildcard_queues.add(binding.routing_key, kind, name)
-        elif kind == "queue" and (is_catch_all(words) or self._fans_out(binding.routing_key)):
+            self.wildcard_queues.add(key, kind, name, words)
+        elif kind == "queue" and (is_catch_all(words) or self._fans_out(key)):
             self.wildcard_queues = WildcardQueues(self._engine)
             self._fan_out = None
             for pattern, bound in self.matcher.bindings():
