@@ -361,7 +361,7 @@ class Topology:
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
         # hot: every bind (`xroute bench engines --shapes`, bind rate): the usual case (a
-        # plain str, short ASCII key, no arguments) is told apart inline, without a call.
+        # plain str, no arguments) is told apart inline, without a call.
         if destination.__class__ is not str or destination.startswith(REPLY_TO_PREFIX):
             self.check_bindable(destination, destination_type)
         exchange = self._exchange(source, "binding source")
@@ -379,9 +379,7 @@ class Topology:
                 "destination_type must be 'queue' or 'exchange', got "
                 f"{short_repr(destination_type)}"
             )
-        if (routing_key.__class__ is not str or len(routing_key) > ALWAYS_SHORT
-                or not routing_key.isascii()):
-            check_pattern(routing_key)
+        check_pattern(routing_key)
         if arguments is None:
             arguments, frozen = {}, ()
         else:

@@ -109,11 +109,11 @@ def _joined(get: Callable[[Any], tuple[str, ...]]) -> Callable[[Any], str]:
 def shape_of(words: Words) -> tuple[int, bool, tuple[int, ...]] | None:
     """A pattern's shape: (words besides ``#``, no ``#`` at all, the literal words' positions,
     counted from the key's end after a ``#``), or None if it has two ``#`` or more."""
-    hashes = words.count(HASH)
-    if hashes > 1:
+    # hot: every wildcard bind (bind rate); lists, not generators, into the tuples
+    if HASH not in words:
+        return len(words), True, tuple([i for i, word in enumerate(words) if word != STAR])
+    if words.count(HASH) > 1:
         return None
-    if hashes == 0:
-        return len(words), True, tuple(i for i, word in enumerate(words) if word != STAR)
     cut = words.index(HASH)
     positions = [i for i in range(cut) if words[i] != STAR]
     positions += [i - len(words) for i in range(cut + 1, len(words)) if words[i] != STAR]
