@@ -439,12 +439,13 @@ class Topology:
         kept = getattr(exchange.kind, "replay", None)
         replays = self._replays(source, kept(target), target) if kept is not None else []
         binding = Binding(source, target, routing_key, shared_arguments(arguments))
-        watchers = self._watchers
-        if watchers:
+        # A `WeakSet`'s truth is a Python call (half a µs): asked once a bind.
+        watchers = self._watchers if self._watchers else None
+        if watchers is not None:
             self._changing("binding", source)
         exchange.kind.bind(binding)
         self._bindings[identity] = binding
-        if watchers:
+        if watchers is not None:
             for watcher in list(watchers):
                 watcher.binding_changed(binding, True)
         if self._route_cache is not None:
