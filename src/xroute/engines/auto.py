@@ -241,17 +241,14 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._shapes.add(words, destination)
 
     def _flush_pending(self) -> None:
-        """Make the trie from the shapes' patterns, then index the waiting ones (in the trie
-        and the shapes, as `_add_wildcard` does once the trie is made)."""
+        """Make the trie of every wildcard pattern (`_make_trie`), and put the waiting ones
+        in the shapes too, as `_add_wildcard` does once the trie is made."""
+        self._make_trie()  # from the store, which lists the waiting ones too
         patterns, destinations = self._pending_patterns, self._pending_destinations
         self._pending_patterns = None
         self._pending_destinations = []
-        self._make_trie()  # from the store (a matcher's own set lists the waiting ones)
         for pattern, destination in zip(patterns, destinations):  # type: ignore[arg-type]
-            words = split_words(pattern)
-            if not self.holds(words, destination, pattern):
-                super().add(words, destination)
-            self._shapes.add(words, destination)
+            self._shapes.add(split_words(pattern), destination)
         self._changed()
 
     def _pending_match(self, key: str) -> frozenset:
