@@ -54,6 +54,10 @@ ROUTE_CACHE_SWEEP = 49_152
 # Queue names summed over the cached routes: frozensets made for a route (a union of literal
 # and wildcard answers) are the cache's alone, 2.5M names is about 75 MB of them.
 ROUTE_CACHE_MAX_CELLS = 2_500_000
+# A route of more queue names than this is counted in the cells once per frozenset, however
+# many keys share it: RabbitMQ 4.3's broadcast hands every key one frozenset of 10k names (one
+# set in memory), and counting it per key swept half the routes at the 250th key (50-100 µs).
+SHARED_NAMES = 256
 # A wildcard binding change tests its key against at most this many cached routes of its
 # exchange (`key_test`: about 0.3 µs each, where the reference's test took 2.3 µs and made one
 # bind between routes cost 250 µs); beyond, they are all dropped untested, so binding churn
@@ -111,6 +115,7 @@ class TopologyRouteCache:
     __slots__ = (
         "max_size", "sweep_to", "max_cells", "hits", "misses", "evictions", "invalidations",
         "own", "entries", "_through", "_cells", "_own_cells", "heads", "precise_scan",
+        "_large",
     )
 
     def __init__(self, max_size: int = ROUTE_CACHE_MAX, sweep_to: int = ROUTE_CACHE_SWEEP,
@@ -134,6 +139,9 @@ class TopologyRouteCache:
         self._through: dict[str, dict[Entry, None]] = {}
         self._cells = 0  # queue names summed over `entries`
         self._own_cells: dict[str, int] = {}  # ... and over each exchange's `own` routes
+        # exchange -> id of a frozenset of more than `SHARED_NAMES` names in its `own` routes
+        # -> how many of them hold it (counted in the cells once: `_hold`, `_release`)
+        self._large: dict[str, dict[int, int]] = {}
         # exchange -> first word -> the keys of its `own` routes that begin with it (dicts as
         # ordered sets of str: untracked by the collector). Kept only for the exchanges where
         # a wildcard change found more than `precise_scan` routes: each of their first routes
@@ -177,14 +185,20 @@ class TopologyRouteCache:
 
     # hot: every first route of `Topology.route` (`xroute bench engines --shapes`)
     def keep(self, exchange: str, routing_key: str, queues: frozenset[str]) -> None:
-        """Remember the route of a message that visited ``exchange`` alone."""
+        """Remember the route of a message that visited ``exchange`` alone (a key not kept:
+        `Topology.route` asks after a miss)."""
         own = self.own.get(exchange)
         if own is None:
             own = self.own[exchange] = {}
             self._own_cells[exchange] = 0
-        cells = self._own_cells[exchange] + len(queues)
+        size = len(queues)
+        if size > SHARED_NAMES:
+            size = self._hold(exchange, queues)
+        cells = self._own_cells[exchange] + size
         if len(own) >= self.max_size or cells > self.max_cells:
-            cells = self._sweep_own(own) + len(queues)
+            cells = self._sweep_own(exchange, own)
+            size = self._hold(exchange, queues) if len(queues) > SHARED_NAMES else len(queues)
+            cells += size
             # The index no longer knows which routes were kept: it goes, and the next change
             # past `precise_scan` drops every route and starts it again.
             self.heads.pop(exchange, None)
@@ -199,15 +213,40 @@ class TopologyRouteCache:
             else:
                 keys[routing_key] = None
 
-    def _sweep_own(self, own: dict[str, frozenset[str]]) -> int:
+    def _hold(self, exchange: str, queues: frozenset[str]) -> int:
+        """One more of ``exchange``'s routes holds the large set ``queues``: the cells it adds
+        (its size for the first holder, else none)."""
+        large = self._large.get(exchange)
+        if large is None:
+            large = self._large[exchange] = {}
+        holders = large.get(id(queues), 0)
+        large[id(queues)] = holders + 1
+        return 0 if holders else len(queues)
+
+    def _size(self, exchange: str, queues: frozenset[str]) -> int:
+        """One of ``exchange``'s routes let go of ``queues``: the cells that frees."""
+        if len(queues) <= SHARED_NAMES:
+            return len(queues)
+        large = self._large[exchange]
+        holders = large[id(queues)] - 1
+        if holders:
+            large[id(queues)] = holders
+            return 0
+        del large[id(queues)]
+        return len(queues)
+
+    def _sweep_own(self, exchange: str, own: dict[str, frozenset[str]]) -> int:
         """An exchange's routes reached a bound: forget its oldest (dicts keep insertion
         order) down to `sweep_to`, or while the names' bound is passed; the names left."""
         drop = len(own) - self.sweep_to if len(own) >= self.max_size else 0
         for old in list(islice(own, drop)):
             del own[old]
-        cells = sum(len(queues) for queues in own.values())
+        self._large.pop(exchange, None)
+        cells = 0
+        for queues in own.values():
+            cells += self._hold(exchange, queues) if len(queues) > SHARED_NAMES else len(queues)
         while cells > self.max_cells // 2 and own:  # few keys of many names each
-            cells -= len(own.pop(next(iter(own))))
+            cells -= self._size(exchange, own.pop(next(iter(own))))
             drop += 1
         self.evictions += drop
         return cells
@@ -295,7 +334,7 @@ class TopologyRouteCache:
         dropped = own.pop(key, None)
         if dropped is None:
             return
-        self._own_cells[source] -= len(dropped)
+        self._own_cells[source] -= self._size(source, dropped)
         self.invalidations += 1
         heads = self.heads.get(source) if self.heads else None
         if heads is not None:
@@ -328,6 +367,7 @@ class TopologyRouteCache:
         """Forget every entry (the counters stay)."""
         self.own.clear()
         self._own_cells.clear()
+        self._large.clear()
         self.heads.clear()
         self.entries.clear()
         self._through.clear()
@@ -353,6 +393,7 @@ class TopologyRouteCache:
     def _drop_own(self, exchange: str) -> None:
         self.invalidations += len(self.own.pop(exchange))
         del self._own_cells[exchange]
+        self._large.pop(exchange, None)
         if exchange in self.heads:
             self.heads[exchange] = {}
 
