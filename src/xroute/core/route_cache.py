@@ -192,8 +192,14 @@ class TopologyRouteCache:
             own = self.own[exchange] = {}
             self._own_cells[exchange] = 0
         size = len(queues)
-        if size > SHARED_NAMES:
-            size = self._hold(exchange, queues)
+        if size > SHARED_NAMES:  # `_hold`, inlined: a broadcast's every route comes here
+            large = self._large.get(exchange)
+            if large is None:
+                large = self._large[exchange] = {}
+            holders = large.get(id(queues), 0)
+            large[id(queues)] = holders + 1
+            if holders:
+                size = 0
         cells = self._own_cells[exchange] + size
         if len(own) >= self.max_size or cells > self.max_cells:
             cells = self._sweep_own(exchange, own)
