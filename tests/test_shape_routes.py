@@ -98,7 +98,9 @@ def test_match_bare_answers_one_destination_itself_and_several_as_a_frozenset():
     assert bare is index.matcher(bare=True)  # kept while the shapes stay
     assert bare("s1.floor0.room1.temp") == "c1f"
     assert index.match("s1.floor0.room1.temp") == frozenset({"c1f"})
-    assert bare("s1.floor0.alarm.7") == frozenset({"c1f", "w7"})
+    several = bare("s1.floor0.alarm.7")  # the parts, for the caller to unite
+    assert sorted(several) == ["c1f", "w7"] and several.__class__ is list
+    assert index.match("s1.floor0.alarm.7") == frozenset({"c1f", "w7"})
     assert bare("s1.x.temp") == "c1" and bare("s2.x.temp") == frozenset()
     index.add(("s1", "floor0", "#"), "c2")  # two destinations: a frozenset
     assert bare("s1.floor0.room1.temp") == frozenset({"c1f", "c2"})
@@ -106,6 +108,11 @@ def test_match_bare_answers_one_destination_itself_and_several_as_a_frozenset():
     index.remove(("s1", "*", "temp"), "c1")
     one = index.matcher(bare=True)
     assert one is not bare and one("s1.floor0.alarm.7") == frozenset({"c1f", "c2"})
+    index.add(("*", "*", "alarm", "7"), "w7")
+    parts = index.matcher(bare=True)("s1.floor0.alarm.7")  # a set and a bare destination
+    assert frozenset({"c1f", "c2"}) in parts and "w7" in parts
+    assert index.match("s1.floor0.alarm.7") == frozenset({"c1f", "c2", "w7"})
+    index.remove(("*", "*", "alarm", "7"), "w7")
     index.remove(("s1", "floor0", "#"), "c2")
     assert one("s1.floor0.alarm.7") == "c1f" and index.matcher()("s1.floor0.x") == {"c1f"}
 

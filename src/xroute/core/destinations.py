@@ -76,6 +76,24 @@ class MatchedDestinations:
             self._alone[destination] = found
         return found
 
+    def of_parts(self, parts: list) -> frozenset[str] | None:
+        """The queue names of several bindings' answers (`ShapeIndex.match_bare`'s list: sets
+        of bindings, or bindings handed over bare), united; None if one leads to an
+        exchange. Where one part's names hold the other's, that part's shared frozenset."""
+        united: frozenset[str] | None = None
+        for part in parts:
+            names, exchanges = (self.of(part) if part.__class__ is frozenset
+                                else self.of_binding(part))
+            if exchanges:
+                return None
+            if united is None or names <= united:
+                united = names if united is None else united
+            elif united <= names:
+                united = names
+            else:
+                united = united | names
+        return united
+
     def clear(self) -> None:
         """Forget every set (their bindings may be gone)."""
         self._by_set = {}

@@ -665,7 +665,11 @@ class Topology:
         else:
             queues = EMPTY_NAMES
             wild = kind.match_wildcards(routing_key)
-            if wild.__class__ is not frozenset:
+            if wild.__class__ is list:  # several bindings' answers (`ShapeIndex.match_bare`)
+                queues = self._destinations.of_parts(wild)
+                if queues is None:
+                    return None
+            elif wild.__class__ is not frozenset:
                 # one binding matched, handed over bare (`TopicMatcher.wildcard_matcher`):
                 # its queue's shared frozenset, by destination (`of_binding`, inlined)
                 queues = self._destinations.queue_alone.get(wild.destination)

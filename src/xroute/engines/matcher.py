@@ -228,8 +228,10 @@ class TopicMatcher:
         until the next `add` or `remove`: ask again after each.
 
         ``bare``: where a key matches one binding, the function may answer its destination
-        itself rather than a frozenset of it (the caller tells the two apart by class; only
-        for destinations that are never frozensets, such as a topology's bindings)."""
+        itself rather than a frozenset of it, and where it matches several by shape, a list
+        of such answers to unite (`ShapeIndex.match_bare`; the caller tells them apart by
+        class; only for destinations that are never frozensets, such as a topology's
+        bindings)."""
         current = getattr(self._engine, "wildcard_function", None)
         return current(bare) if current is not None else None
 

@@ -261,8 +261,9 @@ class ShapeIndex:
         again after each binding change.
 
         ``bare`` (`match_bare`): a key that one entry of one destination matches gets that
-        destination itself, not a frozenset made for the read (only where destinations are
-        never frozensets: a topology's `Binding` objects)."""
+        destination itself, not a frozenset made for the read, and a key that several
+        entries match gets them in a list (only where destinations are never frozensets:
+        a topology's `Binding` objects)."""
         if not self.usable:
             return None
         if self._dropped:
@@ -300,7 +301,10 @@ class ShapeIndex:
         """The destinations of the indexed patterns that match the valid routing ``key``
         (only while `usable`)."""
         found = self.match_bare(key)
-        return found if found.__class__ is frozenset else frozenset((found,))
+        kind = found.__class__
+        if kind is frozenset:
+            return found
+        return self._union(found) if kind is list else frozenset((found,))
 
     # hot: `auto`'s first match of a key (`xroute bench engines --shapes`, match first; NATS's
     # three shapes; `Topology.route`'s first route on the MQTT shape): the shapes a key of this
@@ -308,7 +312,10 @@ class ShapeIndex:
     # `_Shape.lookup` call per shape was a quarter of the match).
     def match_bare(self, key: str) -> Any:
         """`match`, but a key that one entry of one destination matches gets the destination
-        itself, kept bare (`xroute.engines.frozen_sets`), not a frozenset made for the read."""
+        itself, kept bare (`xroute.engines.frozen_sets`), not a frozenset made for the read;
+        and a key that several entries match gets the list of their answers (frozensets or
+        bare destinations: never a list), for the caller to unite in its own terms (a
+        topology: queue names, without a set of bindings made and kept per key)."""
         words = key.split(".") if key else []
         if not self._headless and (not words or words[0] not in self._heads):
             return EMPTY
@@ -330,7 +337,7 @@ class ShapeIndex:
             else:
                 several.append(answer)
         if several is not None:
-            return self._union(several)
+            return several
         return EMPTY if found is None else found
 
     def _drop(self) -> None:
