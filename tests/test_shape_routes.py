@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import check_route_steps
 from xroute import Topology
 from xroute.bench.shapes import broadcast, emqx, literal, mqtt, seed_mix, unicast
-from xroute.core.errors import XRouteError
 from xroute.core.route_cache import SHARED_NAMES, TopologyRouteCache
 from xroute.engines.shapes import ShapeIndex
 
@@ -39,35 +39,13 @@ steps = st.lists(
     max_size=30)
 
 
-def _topologies(queues: list[str]) -> list[Topology]:
-    made = [Topology(), Topology(route_cache=False), Topology("reference", False)]
-    for topology in made:
-        topology.declare_exchange("t", "topic")
-        topology.declare_exchange("e", "fanout")
-        for queue in [*queues, "via-e"]:
-            topology.declare_queue(queue)
-        topology.bind("e", "via-e")
-    return made
-
-
 @settings(max_examples=200, deadline=None)
 @given(steps=steps, probes=st.lists(mqtt_keys, min_size=1, max_size=8))
 def test_first_routes_by_shape_equal_the_reference_walk(steps, probes):
     """Random binds and unbinds of the MQTT families (to queues, to an exchange, repeats
     with other arguments): after each, every probe's first route (and its cached repeat)
     equals the reference engine's uncached walk."""
-    cached, plain, truth = topologies = _topologies(["c0", "c1", "watch"])
-    for operation, pattern, destination, arguments in steps:
-        kind = "exchange" if destination == "e" else "queue"
-        for topology in topologies:
-            try:
-                getattr(topology, operation)("t", destination, pattern, arguments, kind)
-            except XRouteError:
-                pass  # refused alike by all: the routes below are compared
-        expected = [truth.route("t", key) for key in probes]
-        assert [cached.route("t", key) for key in probes] == expected
-        assert [cached.route("t", key) for key in probes] == expected  # from the cache
-        assert [plain.route("t", key) for key in probes] == expected
+    check_route_steps(["c0", "c1", "watch"], steps, probes)
 
 
 def test_every_bench_shape_routes_its_first_keys_as_the_reference():
