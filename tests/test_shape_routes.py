@@ -96,8 +96,8 @@ def test_match_bare_answers_one_destination_itself_and_several_as_a_frozenset():
 
 
 def test_the_cache_counts_a_large_shared_route_once():
-    """A frozenset of more than `SHARED_NAMES` names held by many routes counts once; it
-    counts again only when a route holds another, and is freed with its last route."""
+    """A frozenset of more than `SHARED_NAMES` names kept by many routes counts once; it
+    stays held (and counted) when they go, until a sweep finds no route keeping it."""
     cache = TopologyRouteCache(max_size=1_000, sweep_to=500, max_cells=4 * SHARED_NAMES)
     wide = frozenset(f"q{i}" for i in range(SHARED_NAMES + 1))
     for i in range(100):
@@ -105,11 +105,22 @@ def test_the_cache_counts_a_large_shared_route_once():
     assert len(cache) == 100 and cache.stats()["route_cache_cells"] == len(wide)
     assert cache.stats()["route_cache_evictions"] == 0
     other = frozenset(f"r{i}" for i in range(2 * SHARED_NAMES))
-    cache.keep("x", "other", other)  # past the bound: oldest routes go until half is left
-    assert cache.get("x", "other") is other
-    assert cache.stats()["route_cache_cells"] <= 4 * SHARED_NAMES
+    cache.keep("x", "other", other)
+    assert cache.stats()["route_cache_cells"] == len(wide) + len(other)
     for i in range(100):
         cache.binding_changed("x", "topic", f"k{i}")
-    assert cache.stats()["route_cache_cells"] == len(other)
-    cache.binding_changed("x", "topic", "other")
-    assert len(cache) == 0 and cache.stats()["route_cache_cells"] == 0
+    assert len(cache) == 1 and cache.stats()["route_cache_cells"] == len(wide) + len(other)
+    third = frozenset(f"s{i}" for i in range(SHARED_NAMES + 1))
+    cache.keep("x", "third", third)  # past the bound: a sweep lets go of the set none keeps
+    assert cache.stats()["route_cache_cells"] == len(other) + len(third)
+    assert cache.get("x", "other") is other and cache.get("x", "third") is third
+    for i in range(10):  # past the bound with every set kept: the oldest routes go
+        cache.keep("x", f"w{i}", frozenset(f"w{i}.{j}" for j in range(SHARED_NAMES + 1)))
+        assert cache.stats()["route_cache_cells"] <= 4 * SHARED_NAMES
+    assert cache.get("x", "w9") is not None and cache.stats()["route_cache_evictions"] > 0
+    small = TopologyRouteCache(max_size=1_000, sweep_to=500, max_cells=2 * SHARED_NAMES)
+    for i in range(3):
+        small.keep("x", f"k{i}", wide)
+    small.keep("x", "last", third)  # the sweep drops the three routes keeping `wide`, then it
+    assert [small.get("x", f"k{i}") for i in range(3)] == [None] * 3
+    assert small.get("x", "last") is third and small.stats()["route_cache_cells"] == len(third)

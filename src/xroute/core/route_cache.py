@@ -57,6 +57,8 @@ ROUTE_CACHE_MAX_CELLS = 2_500_000
 # A route of more queue names than this is counted in the cells once per frozenset, however
 # many keys share it: RabbitMQ 4.3's broadcast hands every key one frozenset of 10k names (one
 # set in memory), and counting it per key swept half the routes at the 250th key (50-100 µs).
+# Such a set is held by the cache (`_large`) until the next sweep, so that what is counted is
+# what is kept, whichever routes are dropped meanwhile.
 SHARED_NAMES = 256
 # A wildcard binding change tests its key against at most this many cached routes of its
 # exchange (`key_test`: about 0.3 µs each, where the reference's test took 2.3 µs and made one
@@ -139,9 +141,10 @@ class TopologyRouteCache:
         self._through: dict[str, dict[Entry, None]] = {}
         self._cells = 0  # queue names summed over `entries`
         self._own_cells: dict[str, int] = {}  # ... and over each exchange's `own` routes
-        # exchange -> id of a frozenset of more than `SHARED_NAMES` names in its `own` routes
-        # -> how many of them hold it (counted in the cells once: `_hold`, `_release`)
-        self._large: dict[str, dict[int, int]] = {}
+        # exchange -> id of a frozenset of more than `SHARED_NAMES` names that its `own`
+        # routes held since the last sweep -> the set, held here (counted in the cells once,
+        # not taken off when a route lets go: it is still kept here, until the next sweep)
+        self._large: dict[str, dict[int, frozenset[str]]] = {}
         # exchange -> first word -> the keys of its `own` routes that begin with it (dicts as
         # ordered sets of str: untracked by the collector). Kept only for the exchanges where
         # a wildcard change found more than `precise_scan` routes: each of their first routes
@@ -196,15 +199,14 @@ class TopologyRouteCache:
             large = self._large.get(exchange)
             if large is None:
                 large = self._large[exchange] = {}
-            holders = large.get(id(queues), 0)
-            large[id(queues)] = holders + 1
-            if holders:
+            if id(queues) in large:
                 size = 0
+            else:
+                large[id(queues)] = queues
         cells = self._own_cells[exchange] + size
         if len(own) >= self.max_size or cells > self.max_cells:
             cells = self._sweep_own(exchange, own)
-            size = self._hold(exchange, queues) if len(queues) > SHARED_NAMES else len(queues)
-            cells += size
+            cells += self._hold(exchange, queues)
             # The index no longer knows which routes were kept: it goes, and the next change
             # past `precise_scan` drops every route and starts it again.
             self.heads.pop(exchange, None)
@@ -220,40 +222,42 @@ class TopologyRouteCache:
                 keys[routing_key] = None
 
     def _hold(self, exchange: str, queues: frozenset[str]) -> int:
-        """One more of ``exchange``'s routes holds the large set ``queues``: the cells it adds
-        (its size for the first holder, else none)."""
+        """The cells that keeping ``queues`` in one more of ``exchange``'s routes adds: its
+        size, but nothing for a large set held already."""
+        if len(queues) <= SHARED_NAMES:
+            return len(queues)
         large = self._large.get(exchange)
         if large is None:
             large = self._large[exchange] = {}
-        holders = large.get(id(queues), 0)
-        large[id(queues)] = holders + 1
-        return 0 if holders else len(queues)
-
-    def _size(self, exchange: str, queues: frozenset[str]) -> int:
-        """One of ``exchange``'s routes let go of ``queues``: the cells that frees."""
-        if len(queues) <= SHARED_NAMES:
-            return len(queues)
-        large = self._large[exchange]
-        holders = large[id(queues)] - 1
-        if holders:
-            large[id(queues)] = holders
+        if id(queues) in large:
             return 0
-        del large[id(queues)]
+        large[id(queues)] = queues
         return len(queues)
 
     def _sweep_own(self, exchange: str, own: dict[str, frozenset[str]]) -> int:
         """An exchange's routes reached a bound: forget its oldest (dicts keep insertion
-        order) down to `sweep_to`, or while the names' bound is passed; the names left."""
+        order) down to `sweep_to`, or while the names' bound is passed; the names left (the
+        large sets counted again, held only while a route keeps them)."""
         drop = len(own) - self.sweep_to if len(own) >= self.max_size else 0
         for old in list(islice(own, drop)):
             del own[old]
         self._large.pop(exchange, None)
         cells = 0
+        holders: dict[int, int] = {}  # large set -> the routes left that keep it
         for queues in own.values():
-            cells += self._hold(exchange, queues) if len(queues) > SHARED_NAMES else len(queues)
+            if len(queues) > SHARED_NAMES:
+                holders[id(queues)] = holders.get(id(queues), 0) + 1
+            cells += self._hold(exchange, queues)
         while cells > self.max_cells // 2 and own:  # few keys of many names each
-            cells -= self._size(exchange, own.pop(next(iter(own))))
+            queues = own.pop(next(iter(own)))
             drop += 1
+            if len(queues) <= SHARED_NAMES:
+                cells -= len(queues)
+            elif holders[id(queues)] == 1:  # its last route: no longer held
+                del self._large[exchange][id(queues)]
+                cells -= len(queues)
+            else:
+                holders[id(queues)] -= 1
         self.evictions += drop
         return cells
 
@@ -340,7 +344,8 @@ class TopologyRouteCache:
         dropped = own.pop(key, None)
         if dropped is None:
             return
-        self._own_cells[source] -= self._size(source, dropped)
+        if len(dropped) <= SHARED_NAMES:  # a large set stays held, and counted, until a sweep
+            self._own_cells[source] -= len(dropped)
         self.invalidations += 1
         heads = self.heads.get(source) if self.heads else None
         if heads is not None:
