@@ -43,6 +43,49 @@ def apply_binding_step(step: tuple, matchers: list, live: list[tuple[str, str]])
             matcher.remove(pattern, destination)
 
 
+def route_topologies(queues: list[str]) -> list:
+    """A topology with its route cache, one without, and the reference engine's: each with
+    topic exchange ``t``, the ``queues``, and fanout exchange ``e`` bound to queue ``via-e``
+    (a wildcard binding to ``e`` makes routes take the full walk)."""
+    from xroute import Topology
+
+    made = [Topology(), Topology(route_cache=False), Topology("reference", False)]
+    for topology in made:
+        topology.declare_exchange("t", "topic")
+        topology.declare_exchange("e", "fanout")
+        for queue in [*queues, "via-e"]:
+            topology.declare_queue(queue)
+        topology.bind("e", "via-e")
+    return made
+
+
+def apply_route_step(topologies: list, operation: str, pattern: str, destination: str,
+                     arguments: dict | None) -> None:
+    """``operation`` (bind or unbind) of ``pattern`` from ``t`` to ``destination`` (exchange
+    ``e``, else a queue) on every topology; a refusal is the same on all of them."""
+    from xroute.core.errors import XRouteError
+
+    kind = "exchange" if destination == "e" else "queue"
+    for topology in topologies:
+        try:
+            getattr(topology, operation)("t", destination, pattern, arguments, kind)
+        except XRouteError:
+            pass  # refused alike by all: the routes compared after are
+
+
+def check_route_steps(queues: list[str], steps: list[tuple], probes: list[str]) -> None:
+    """Carry out ``steps`` (`apply_route_step`'s arguments) on `route_topologies`; after
+    each, every probe key's route (a first route: a change drops the routes it may change),
+    then its cached repeat, and the route without a cache equal the reference's walk."""
+    cached, plain, truth = topologies = route_topologies(queues)
+    for step in steps:
+        apply_route_step(topologies, *step)
+        expected = [truth.route("t", key) for key in probes]
+        assert [cached.route("t", key) for key in probes] == expected
+        assert [cached.route("t", key) for key in probes] == expected  # from the cache
+        assert [plain.route("t", key) for key in probes] == expected
+
+
 # AMQP field values with exact types (xroute.core.values) and plain ones (pika's rule), nested.
 def _typed_scalars() -> st.SearchStrategy:
     from datetime import datetime, timezone

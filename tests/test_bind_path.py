@@ -129,3 +129,19 @@ def test_wildcards_past_the_shapes_wait_for_a_reader_and_every_reader_sees_them(
     live.append(("z.*.*.*.*.*.*.*", "q2"))
     for key in probe + ["z.1.2.3.4.5.6.7"]:
         assert topology.route("x", key) == _truth(live, key), key
+
+
+def test_first_routes_by_the_exchange_wildcard_function_see_the_waiting_patterns():
+    """No queue bound with '#' and no fan-out: first routes ask the exchange's wildcard
+    function (`AutoEngine.wildcard_function`), which while patterns wait is the flushing
+    one, never the shape index's alone."""
+    topology = Topology()
+    topology.declare_exchange("x", "topic")
+    topology.declare_queue("q")
+    live = [(".".join(["a"] * i + ["*"]), "q") for i in range(1, 12)]
+    for pattern, queue in live:
+        topology.bind("x", queue, pattern)
+    assert topology.exchanges["x"].kind.matcher._engine._pending_patterns
+    assert topology.exchanges["x"].kind.wildcard_queues is None
+    for key in ("a.z", "a.a.a.a.a.a.a.a.a.a.z", "b.z"):
+        assert topology.route("x", key) == _truth(live, key), key

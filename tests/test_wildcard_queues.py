@@ -6,9 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import keys, patterns
+from tests.strategies import apply_route_step, check_route_steps, keys, patterns, route_topologies
 from xroute import Topology
-from xroute.core.errors import XRouteError
 
 QUEUES = ["q1", "q2", "q3"]
 
@@ -23,24 +22,10 @@ steps = st.lists(
 
 
 def _topologies() -> list[Topology]:
-    made = [Topology(), Topology(route_cache=False), Topology("reference", False)]
-    for topology in made:
-        topology.declare_exchange("t", "topic")
-        topology.declare_exchange("e", "fanout")
-        for queue in [*QUEUES, "via-e"]:
-            topology.declare_queue(queue)
-        topology.bind("e", "via-e")
-    return made
+    return route_topologies(QUEUES)
 
 
-def _apply(topologies: list[Topology], operation: str, pattern: str, destination: str,
-           arguments: dict | None) -> None:
-    kind = "exchange" if destination == "e" else "queue"
-    for topology in topologies:
-        try:
-            getattr(topology, operation)("t", destination, pattern, arguments, kind)
-        except XRouteError:
-            pass  # refused alike by all: the routes below are compared
+_apply = apply_route_step
 
 
 @settings(max_examples=150, deadline=None)
@@ -50,13 +35,7 @@ def test_first_routes_by_queue_equal_the_reference_walk(steps, probes):
     arguments and wildcard bindings to an exchange: after each, every probe key's route (a
     first route: any change drops the route cache) equals the reference engine's uncached
     walk."""
-    cached, plain, truth = topologies = _topologies()
-    for step in steps:
-        _apply(topologies, *step)
-        expected = [truth.route("t", key) for key in probes]
-        assert [cached.route("t", key) for key in probes] == expected
-        assert [cached.route("t", key) for key in probes] == expected  # from the cache
-        assert [plain.route("t", key) for key in probes] == expected
+    check_route_steps(QUEUES, steps, probes)
 
 
 def test_index_is_made_on_the_first_queue_bound_with_hash_and_keeps_repeats():

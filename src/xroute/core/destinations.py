@@ -37,6 +37,10 @@ class MatchedDestinations:
         # A one-binding set's answer, by the destination it names, shared: one per queue or
         # exchange, not a new frozenset per key (EMQX's 80k filters lead to 80 queues).
         self._alone: dict[Destination, tuple[frozenset[str], tuple[str, ...]]] = {}
+        # A queue destination -> the frozenset of its name alone: read inline by
+        # `Topology._route_literal` for a key that one binding matched, handed over bare
+        # (`TopicMatcher.wildcard_matcher`), filled by `of_binding`.
+        self.queue_alone: dict[Destination, frozenset[str]] = {}
 
     # hot: every first route of `Topology.route` on a topic exchange (`--shapes`)
     def of(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -48,12 +52,7 @@ class MatchedDestinations:
             # A binding per key (EMQX's shape): keyed by its destination, not by the set,
             # whose hash would be one more read of a binding that is rarely in cache.
             for binding in matched:
-                destination = binding.destination
-            found = self._alone.get(destination)
-            if found is None:
-                kind, name = destination
-                found = self._alone[destination] = (
-                    (frozenset((name,)), ()) if kind == "queue" else (EMPTY_NAMES, (name,)))
+                found = self.of_binding(binding)
             if not found[1]:
                 self._count(1)
                 self.queue_names[matched] = found[0]
@@ -63,12 +62,45 @@ class MatchedDestinations:
             found = self._add(matched)
         return found
 
+    def of_binding(self, binding: Binding) -> tuple[frozenset[str], tuple[str, ...]]:
+        """`of` a set of ``binding`` alone, without the set: shared by its destination."""
+        destination = binding.destination
+        found = self._alone.get(destination)
+        if found is None:
+            kind, name = destination
+            if kind == "queue":
+                names = self.queue_alone[destination] = frozenset((name,))
+                found = (names, ())
+            else:
+                found = (EMPTY_NAMES, (name,))
+            self._alone[destination] = found
+        return found
+
+    def of_parts(self, parts: list) -> frozenset[str] | None:
+        """The queue names of several bindings' answers (`ShapeIndex.match_bare`'s list: sets
+        of bindings, or bindings handed over bare), united; None if one leads to an
+        exchange. Where one part's names hold the other's, that part's shared frozenset."""
+        united: frozenset[str] | None = None
+        for part in parts:
+            names, exchanges = (self.of(part) if part.__class__ is frozenset
+                                else self.of_binding(part))
+            if exchanges:
+                return None
+            if united is None or names <= united:
+                united = names if united is None else united
+            elif united <= names:
+                united = names
+            else:
+                united = united | names
+        return united
+
     def clear(self) -> None:
         """Forget every set (their bindings may be gone)."""
         self._by_set = {}
         self.queue_names = {}
         self._cells = 0
         self._alone = {}
+        self.queue_alone = {}
 
     def _count(self, cells: int) -> None:
         """Room for ``cells`` more binding references, or forget every set."""

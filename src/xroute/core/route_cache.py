@@ -54,6 +54,12 @@ ROUTE_CACHE_SWEEP = 49_152
 # Queue names summed over the cached routes: frozensets made for a route (a union of literal
 # and wildcard answers) are the cache's alone, 2.5M names is about 75 MB of them.
 ROUTE_CACHE_MAX_CELLS = 2_500_000
+# A route of more queue names than this is counted in the cells once per frozenset, however
+# many keys share it: RabbitMQ 4.3's broadcast hands every key one frozenset of 10k names (one
+# set in memory), and counting it per key swept half the routes at the 250th key (50-100 µs).
+# Such a set is held by the cache (`_large`) until the next sweep, so that what is counted is
+# what is kept, whichever routes are dropped meanwhile.
+SHARED_NAMES = 256
 # A wildcard binding change tests its key against at most this many cached routes of its
 # exchange (`key_test`: about 0.3 µs each, where the reference's test took 2.3 µs and made one
 # bind between routes cost 250 µs); beyond, they are all dropped untested, so binding churn
@@ -111,6 +117,7 @@ class TopologyRouteCache:
     __slots__ = (
         "max_size", "sweep_to", "max_cells", "hits", "misses", "evictions", "invalidations",
         "own", "entries", "_through", "_cells", "_own_cells", "heads", "precise_scan",
+        "_large",
     )
 
     def __init__(self, max_size: int = ROUTE_CACHE_MAX, sweep_to: int = ROUTE_CACHE_SWEEP,
@@ -134,6 +141,10 @@ class TopologyRouteCache:
         self._through: dict[str, dict[Entry, None]] = {}
         self._cells = 0  # queue names summed over `entries`
         self._own_cells: dict[str, int] = {}  # ... and over each exchange's `own` routes
+        # exchange -> id of a frozenset of more than `SHARED_NAMES` names that its `own`
+        # routes held since the last sweep -> the set, held here (counted in the cells once,
+        # not taken off when a route lets go: it is still kept here, until the next sweep)
+        self._large: dict[str, dict[int, frozenset[str]]] = {}
         # exchange -> first word -> the keys of its `own` routes that begin with it (dicts as
         # ordered sets of str: untracked by the collector). Kept only for the exchanges where
         # a wildcard change found more than `precise_scan` routes: each of their first routes
@@ -177,14 +188,25 @@ class TopologyRouteCache:
 
     # hot: every first route of `Topology.route` (`xroute bench engines --shapes`)
     def keep(self, exchange: str, routing_key: str, queues: frozenset[str]) -> None:
-        """Remember the route of a message that visited ``exchange`` alone."""
+        """Remember the route of a message that visited ``exchange`` alone (a key not kept:
+        `Topology.route` asks after a miss)."""
         own = self.own.get(exchange)
         if own is None:
             own = self.own[exchange] = {}
             self._own_cells[exchange] = 0
-        cells = self._own_cells[exchange] + len(queues)
+        size = len(queues)
+        if size > SHARED_NAMES:  # `_hold`, inlined: a broadcast's every route comes here
+            large = self._large.get(exchange)
+            if large is None:
+                large = self._large[exchange] = {}
+            if id(queues) in large:
+                size = 0
+            else:
+                large[id(queues)] = queues
+        cells = self._own_cells[exchange] + size
         if len(own) >= self.max_size or cells > self.max_cells:
-            cells = self._sweep_own(own) + len(queues)
+            cells = self._sweep_own(exchange, own)
+            cells += self._hold(exchange, queues)
             # The index no longer knows which routes were kept: it goes, and the next change
             # past `precise_scan` drops every route and starts it again.
             self.heads.pop(exchange, None)
@@ -199,16 +221,43 @@ class TopologyRouteCache:
             else:
                 keys[routing_key] = None
 
-    def _sweep_own(self, own: dict[str, frozenset[str]]) -> int:
+    def _hold(self, exchange: str, queues: frozenset[str]) -> int:
+        """The cells that keeping ``queues`` in one more of ``exchange``'s routes adds: its
+        size, but nothing for a large set held already."""
+        if len(queues) <= SHARED_NAMES:
+            return len(queues)
+        large = self._large.get(exchange)
+        if large is None:
+            large = self._large[exchange] = {}
+        if id(queues) in large:
+            return 0
+        large[id(queues)] = queues
+        return len(queues)
+
+    def _sweep_own(self, exchange: str, own: dict[str, frozenset[str]]) -> int:
         """An exchange's routes reached a bound: forget its oldest (dicts keep insertion
-        order) down to `sweep_to`, or while the names' bound is passed; the names left."""
+        order) down to `sweep_to`, or while the names' bound is passed; the names left (the
+        large sets counted again, held only while a route keeps them)."""
         drop = len(own) - self.sweep_to if len(own) >= self.max_size else 0
         for old in list(islice(own, drop)):
             del own[old]
-        cells = sum(len(queues) for queues in own.values())
+        self._large.pop(exchange, None)
+        cells = 0
+        holders: dict[int, int] = {}  # large set -> the routes left that keep it
+        for queues in own.values():
+            if len(queues) > SHARED_NAMES:
+                holders[id(queues)] = holders.get(id(queues), 0) + 1
+            cells += self._hold(exchange, queues)
         while cells > self.max_cells // 2 and own:  # few keys of many names each
-            cells -= len(own.pop(next(iter(own))))
+            queues = own.pop(next(iter(own)))
             drop += 1
+            if len(queues) <= SHARED_NAMES:
+                cells -= len(queues)
+            elif holders[id(queues)] == 1:  # its last route: no longer held
+                del self._large[exchange][id(queues)]
+                cells -= len(queues)
+            else:
+                holders[id(queues)] -= 1
         self.evictions += drop
         return cells
 
@@ -295,7 +344,8 @@ class TopologyRouteCache:
         dropped = own.pop(key, None)
         if dropped is None:
             return
-        self._own_cells[source] -= len(dropped)
+        if len(dropped) <= SHARED_NAMES:  # a large set stays held, and counted, until a sweep
+            self._own_cells[source] -= len(dropped)
         self.invalidations += 1
         heads = self.heads.get(source) if self.heads else None
         if heads is not None:
@@ -328,6 +378,7 @@ class TopologyRouteCache:
         """Forget every entry (the counters stay)."""
         self.own.clear()
         self._own_cells.clear()
+        self._large.clear()
         self.heads.clear()
         self.entries.clear()
         self._through.clear()
@@ -353,6 +404,7 @@ class TopologyRouteCache:
     def _drop_own(self, exchange: str) -> None:
         self.invalidations += len(self.own.pop(exchange))
         del self._own_cells[exchange]
+        self._large.pop(exchange, None)
         if exchange in self.heads:
             self.heads[exchange] = {}
 

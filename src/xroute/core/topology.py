@@ -671,7 +671,19 @@ class Topology:
         else:
             queues = EMPTY_NAMES
             wild = kind.match_wildcards(routing_key)
-            if wild:
+            if wild.__class__ is list:  # several bindings' answers (`ShapeIndex.match_bare`)
+                queues = self._destinations.of_parts(wild)
+                if queues is None:
+                    return None
+            elif wild.__class__ is not frozenset:
+                # one binding matched, handed over bare (`TopicMatcher.wildcard_matcher`):
+                # its queue's shared frozenset, by destination (`of_binding`, inlined)
+                queues = self._destinations.queue_alone.get(wild.destination)
+                if queues is None:
+                    queues, exchanges = self._destinations.of_binding(wild)
+                    if exchanges:
+                        return None
+            elif wild:
                 queues = self._destinations.queue_names.get(wild)  # `of`, its lookup inlined
                 if queues is None:
                     queues, exchanges = self._destinations.of(wild)

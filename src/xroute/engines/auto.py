@@ -428,11 +428,16 @@ class AutoEngine(BatchKernel, DfaEngine):
         by_shape = self._by_shape
         return by_shape(key) if by_shape is not None else DfaEngine.match(self, key)
 
-    def wildcard_function(self) -> Any:
+    def wildcard_function(self, bare: bool = False) -> Any:
         """`match_wildcards` as it stands until the next binding change: the shape index's
-        own function while it is used (one Python call less on every first route)."""
+        own function while it is used (one Python call less on every first route).
+        ``bare``: a key that one binding matches gets that destination itself where the
+        shape index keeps it bare, not a frozenset made for it (`ShapeIndex.match_bare`);
+        not while wildcard patterns wait: `_pending_match` (which flushes) answers then."""
         if self._unshadowed:
             self._unshadow()
+        if bare and self._by_shape is not None and self._pending_patterns is None:
+            return self._shapes.matcher(bare=True)
         return self._by_shape or self.match_wildcards
 
     def match_many(self, keys: Sequence[str]) -> list[frozenset]:

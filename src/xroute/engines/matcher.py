@@ -233,14 +233,20 @@ class TopicMatcher:
             cache.put(key, found)
         return found
 
-    def wildcard_matcher(self) -> Callable[[str], frozenset] | None:
+    def wildcard_matcher(self, bare: bool = False) -> Callable[[str], Any] | None:
         """For an engine that keeps literal bindings (no ``*`` or ``#``) apart from the others
         (``auto``): a function of a valid routing key to the destinations of the bindings
         *with* wildcards that match it (the literal ones are left to the caller, which
         indexes them itself: `xroute.core.literal_routes`). None for every other engine. Valid
-        until the next `add` or `remove`: ask again after each."""
+        until the next `add` or `remove`: ask again after each.
+
+        ``bare``: where a key matches one binding, the function may answer its destination
+        itself rather than a frozenset of it, and where it matches several by shape, a list
+        of such answers to unite (`ShapeIndex.match_bare`; the caller tells them apart by
+        class; only for destinations that are never frozensets, such as a topology's
+        bindings)."""
         current = getattr(self._engine, "wildcard_function", None)
-        return current() if current is not None else None
+        return current(bare) if current is not None else None
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
         """`match` for every key, in the same order."""

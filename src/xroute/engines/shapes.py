@@ -34,7 +34,7 @@ from typing import Any
 
 from xroute.core.keys import HASH, STAR
 from xroute.engines.base import EMPTY, Words
-from xroute.engines.frozen_sets import FrozenSets
+from xroute.engines.frozen_sets import STALE, FrozenSets
 
 # Beyond this many shapes, a key's lookups cost more than a warm DFA walk of a 5-word key
 # (about 1 µs against 0.15 µs a lookup): the caller's DFA answers instead.
@@ -50,7 +50,7 @@ SMALL_UNION = 16
 # A pattern's destinations are kept as a frozenset, made as it is bound, while there are at
 # most this many (`xroute.engines.frozen_sets`).
 FREEZE_NOW = 8
-# `ShapeIndex.matcher` not worked out since the shapes last changed.
+# `ShapeIndex.add`'s shape key when the caller has not worked it out.
 _UNKNOWN: Any = object()
 
 
@@ -124,7 +124,7 @@ class ShapeIndex:
     """Wildcard patterns by shape; `usable` while they fit (see the module's docstring)."""
 
     __slots__ = ("_shapes", "_by_length", "_open", "_unshaped", "_unions", "_plans", "_heads",
-                 "_headless", "_copies", "_counts", "_source", "_dropped", "_bare", "_matcher")
+                 "_headless", "_copies", "_counts", "_source", "_dropped", "_bare", "_matchers")
 
     def __init__(
         self, source: Callable[[], Iterable[tuple[Words, Hashable]]] | None = None,
@@ -158,9 +158,9 @@ class ShapeIndex:
         # one entry of one shape: (shape, literal words, destination) -> the other patterns
         # bound alike, so that removing one of them leaves the entry.
         self._copies: dict[tuple[Any, Any, Hashable], int] = {}
-        # What `matcher` answers, kept until a shape comes or goes (the caller asks after
-        # every binding change: making it each time was a fifth of a bulk bind's cost).
-        self._matcher: Any = _UNKNOWN
+        # `matcher`'s functions by ``bare``, kept while the set of shapes stays (a binding
+        # of an existing shape changes entries only, which they read live).
+        self._matchers: dict[bool, Callable[[str], Any]] = {}
 
     @property
     def usable(self) -> bool:
@@ -198,13 +198,9 @@ class ShapeIndex:
             key = shape_of(words)
         if key is None:
             self._unshaped += 1
-            self._matcher = _UNKNOWN
             return
         counts = self._counts
-        count = counts.get(key, 0)
-        counts[key] = count + 1
-        if not count:
-            self._matcher = _UNKNOWN  # a new shape
+        counts[key] = counts.get(key, 0) + 1
         if self._dropped:
             return
         if len(counts) > DROP_SHAPES and self._source is not None:
@@ -213,7 +209,7 @@ class ShapeIndex:
         shape = self._shapes.get(key)
         if shape is None:
             shape = self._shapes[key] = _Shape(*key, self._bare)
-            self._matcher = _UNKNOWN
+            self._matchers.clear()
             if shape.exact:
                 self._by_length.setdefault(shape.min_words, []).append(shape)
             else:
@@ -234,7 +230,6 @@ class ShapeIndex:
     def remove(self, words: Words, destination: Hashable) -> None:
         """Forget the binding of ``words`` to ``destination`` (indexed before)."""
         key = shape_of(words)
-        self._matcher = _UNKNOWN  # (rare: kept only while the bindings grow)
         if key is None:
             self._unshaped -= 1
             return
@@ -263,27 +258,33 @@ class ShapeIndex:
             self._headless -= 1
         if not shape.entries:  # its last binding went
             del self._shapes[key]
+            self._matchers.clear()
             group = self._by_length[shape.min_words] if shape.exact else self._open
             group.remove(shape)
             if shape.exact and not group:
                 del self._by_length[shape.min_words]
 
-    def matcher(self) -> Callable[[str], frozenset] | None:
+    def matcher(self, bare: bool = False) -> Callable[[str], Any] | None:
         """`match`, or a function equal to it made for a single shape (EMQX's and RabbitMQ
         4.3's benchmarks: no loop, the lookup inlined); None while not `usable`. To be asked
-        again after each binding change (kept while no shape comes or goes)."""
-        found = self._matcher
-        if found is _UNKNOWN:
-            found = self._matcher = self._make_matcher()
-        return found
+        again after each binding change.
 
-    def _make_matcher(self) -> Callable[[str], frozenset] | None:
+        ``bare`` (`match_bare`): a key that one entry of one destination matches gets that
+        destination itself, not a frozenset made for the read, and a key that several
+        entries match gets them in a list (only where destinations are never frozensets:
+        a topology's `Binding` objects)."""
         if not self.usable:
             return None
         if self._dropped:
             self._rebuild()
+        found = self._matchers.get(bare)
+        if found is None:
+            found = self._matchers[bare] = self._make_matcher(bare)
+        return found
+
+    def _make_matcher(self, bare: bool) -> Callable[[str], Any]:
         if len(self._shapes) != 1:
-            return self.match
+            return self.match_bare if bare else self.match
         (shape,) = self._shapes.values()
         least, exact, take, frozen = shape.min_words, shape.exact, shape.take, shape.frozen
         # Where every literal word stands before the '#' (EMQX's ``device.{s}.*.{n}.#``), a
@@ -292,55 +293,73 @@ class ShapeIndex:
         cut = least if not exact and all(p >= 0 for p in shape.positions) else -1
 
         # hot: `Topology.route`'s first route on EMQX's and RabbitMQ 4.3's shapes
-        def match_one_shape(key: str) -> frozenset:
+        def match_one_shape(key: str) -> Any:
             words = key.split(".", cut) if key else []
             size = len(words)
             if size < least or (exact and size != least):
                 return EMPTY
             found = frozen.get(take(words), EMPTY)
             # not a frozenset: STALE, or a destination kept bare (`xroute.engines.frozen_sets`)
-            return found if found.__class__ is frozenset else shape.lookup(words)
+            if found.__class__ is frozenset or (bare and found is not STALE):
+                return found
+            return shape.lookup(words)
 
         return match_one_shape
 
-    # hot: `auto`'s first match of a key (`xroute bench engines --shapes`, match first; NATS's
-    # three shapes): the shapes a key of this length can match are planned once per length,
-    # and each lookup inlined (a `_Shape.lookup` call per shape was a quarter of the match).
     def match(self, key: str) -> frozenset:
         """The destinations of the indexed patterns that match the valid routing ``key``
         (only while `usable`)."""
+        found = self.match_bare(key)
+        kind = found.__class__
+        if kind is frozenset:
+            return found
+        return self._union(found) if kind is list else frozenset((found,))
+
+    # hot: `auto`'s first match of a key (`xroute bench engines --shapes`, match first; NATS's
+    # three shapes; `Topology.route`'s first route on the MQTT shape): the shapes a key of this
+    # length can match are planned once per length, and each lookup inlined (a
+    # `_Shape.lookup` call per shape was a quarter of the match).
+    def match_bare(self, key: str) -> Any:
+        """`match`, but a key that one entry of one destination matches gets the destination
+        itself, kept bare (`xroute.engines.frozen_sets`), not a frozenset made for the read;
+        and a key that several entries match gets the list of their answers (frozensets or
+        bare destinations: never a list), for the caller to unite in its own terms (a
+        topology: queue names, without a set of bindings made and kept per key)."""
         words = key.split(".") if key else []
         if not self._headless and (not words or words[0] not in self._heads):
             return EMPTY
         plan = self._plans.get(len(words))
         if plan is None:
             plan = self._plan(len(words))
-        found = EMPTY
-        several: list[frozenset] | None = None
+        found: Any = None
+        several: list[Any] | None = None
         for take, frozen, shape in plan:
-            answer = frozen.get(take(words), EMPTY)
-            if answer.__class__ is not frozenset:  # STALE, or kept bare
+            answer = frozen.get(take(words))
+            if answer is None:
+                continue
+            if answer is STALE:
                 answer = shape.lookup(words)
-            if answer:
-                if found:
-                    several = several or [found]
-                    several.append(answer)
-                else:
-                    found = answer
-        return found if several is None else self._union(several)
+            if found is None:
+                found = answer
+            elif several is None:
+                several = [found, answer]
+            else:
+                several.append(answer)
+        if several is not None:
+            return several
+        return EMPTY if found is None else found
 
     def _drop(self) -> None:
         """Too many shapes to be used: keep the counts only (see the module's doc)."""
         self._dropped = True
-        self._matcher = _UNKNOWN
         self._shapes, self._by_length, self._open = {}, {}, []
         self._unions, self._plans, self._heads, self._copies = {}, {}, {}, {}
+        self._matchers = {}
         self._headless = 0
 
     def _rebuild(self) -> None:
         """Usable again after a drop: make the entries from the source's patterns."""
         self._dropped = False
-        self._matcher = _UNKNOWN
         self._counts = {}
         self._unshaped = 0
         for words, destination in self._source():  # type: ignore[misc]
@@ -355,7 +374,9 @@ class ShapeIndex:
         self._plans[size] = plan
         return plan
 
-    def _union(self, parts: list[frozenset]) -> frozenset:
+    def _union(self, parts: list[Any]) -> frozenset:
+        if self._bare:
+            parts = [part if part.__class__ is frozenset else (part,) for part in parts]
         if self._bare and sum(map(len, parts)) <= SMALL_UNION:
             # Parts kept bare are made per read (`xroute.engines.frozen_sets`): kept by the
             # parts, each union would hold its fresh parts and a tuple, three objects more a

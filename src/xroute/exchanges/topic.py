@@ -37,7 +37,7 @@ class TopicExchange:
         # alone: the literal ones' queue names are then counted here, by key, and
         # `Topology.route` unites the two on a key's first route (`xroute.core.literal_routes`).
         # The function is asked again after each wildcard binding change (it may change).
-        self.match_wildcards = self.matcher.wildcard_matcher()
+        self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
         self.literal_routes = LiteralRoutes() if self.match_wildcards is not None else None
         # The wildcard bindings by queue name, from the first queue bound with '#' on
         # (`xroute.core.wildcard_queues`): there such a queue's other bindings leave the trie.
@@ -68,7 +68,7 @@ class TopicExchange:
         if is_literal(words):
             self.literal_routes.add(key, kind, name)
             return
-        self.match_wildcards = self.matcher.wildcard_matcher()
+        self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
         if self.wildcard_queues is not None:
             self.wildcard_queues.add(key, kind, name, words)
         elif kind == "queue" and (is_catch_all(words) or self._fans_out(key)):
@@ -86,7 +86,7 @@ class TopicExchange:
         if _is_literal(binding.routing_key):
             self.literal_routes.remove(binding.routing_key, kind, name)
             return
-        self.match_wildcards = self.matcher.wildcard_matcher()
+        self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
         if self.wildcard_queues is not None:
             self.wildcard_queues.remove(binding.routing_key, kind, name)
         elif kind == "queue" and self._fan_out is not None:
