@@ -67,6 +67,9 @@ def is_short_key(key: str) -> bool:
 
 def check_pattern(pattern: Any) -> str:
     """Return ``pattern`` if it is a valid binding key, else raise `InvalidPattern`."""
+    # hot: every bind checks its key (bind rate): a short ASCII str is told apart inline
+    if pattern.__class__ is str and len(pattern) <= ALWAYS_SHORT and pattern.isascii():
+        return pattern
     problem = _problem(pattern)
     if problem is not None:
         raise InvalidPattern(pattern, problem)

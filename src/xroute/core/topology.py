@@ -360,7 +360,9 @@ class Topology:
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
-        if self.profile.refuses_reply_to_bindings:
+        # hot: every bind (`xroute bench engines --shapes`, bind rate): the usual case (a
+        # plain str, no arguments) is told apart inline, without a call.
+        if destination.__class__ is not str or destination.startswith(REPLY_TO_PREFIX):
             self.check_bindable(destination, destination_type)
         exchange = self._exchange(source, "binding source")
         if source == DEFAULT_EXCHANGE:
@@ -378,10 +380,13 @@ class Topology:
                 f"{short_repr(destination_type)}"
             )
         check_pattern(routing_key)
-        arguments = _arguments(arguments, "binding")
-        frozen = frozen_arguments(arguments) if arguments else ()
-        # hot: every bind (`xroute bench engines --shapes`, bind rate). A `Destination` is a
-        # tuple: the shared one is found by a plain tuple, and made only for a new target.
+        if arguments is None:
+            arguments, frozen = {}, ()
+        else:
+            arguments = _arguments(arguments, "binding")
+            frozen = frozen_arguments(arguments) if arguments else ()
+        # A `Destination` is a tuple: the shared one is found by a plain tuple, and made only
+        # for a new target.
         target = self._targets.get((destination_type, destination))
         if target is None:
             target = Destination(destination_type, destination)
@@ -434,12 +439,13 @@ class Topology:
         kept = getattr(exchange.kind, "replay", None)
         replays = self._replays(source, kept(target), target) if kept is not None else []
         binding = Binding(source, target, routing_key, shared_arguments(arguments))
-        watchers = self._watchers
-        if watchers:
+        # A `WeakSet`'s truth is a Python call (half a µs): asked once a bind.
+        watchers = self._watchers if self._watchers else None
+        if watchers is not None:
             self._changing("binding", source)
         exchange.kind.bind(binding)
         self._bindings[identity] = binding
-        if watchers:
+        if watchers is not None:
             for watcher in list(watchers):
                 watcher.binding_changed(binding, True)
         if self._route_cache is not None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 
+from xroute.core.keys import split_words
 from xroute.engines import TopicMatcher
 
 # A wildcard pattern bound to about this many queues makes its exchange keep the index: a
@@ -96,8 +97,10 @@ class WildcardQueues:
         #: frozenset of str). Read inline by `Topology._route_literal`; replaced on change.
         self.match: Callable[[str], frozenset[str]] = self._current()
 
-    def add(self, pattern: str, kind: str, name: str) -> None:
-        """A wildcard binding of ``pattern`` to destination (``kind``, ``name``) was made."""
+    def add(self, pattern: str, kind: str, name: str, words: tuple[str, ...] | None = None
+            ) -> None:
+        """A wildcard binding of ``pattern`` (a checked binding key; ``words``, its split, if
+        the caller has it) to destination (``kind``, ``name``) was made."""
         if kind != "queue":
             self.exchange_bindings += 1
             return
@@ -105,7 +108,8 @@ class WildcardQueues:
         if self._repeats.get(pair) or self._matcher.has(pattern, name):
             self._repeats[pair] = self._repeats.get(pair, 1) + 1
             return
-        self._matcher.add(pattern, name)
+        self._matcher.add_new(pattern, split_words(pattern) if words is None else words, name,
+                              pair)
         self.match = self._current()
 
     def remove(self, pattern: str, kind: str, name: str) -> None:

@@ -153,7 +153,13 @@ class AutoEngine(BatchKernel, DfaEngine):
         if is_literal(words):
             self._literal.add(".".join(words) if pattern is None else pattern, destination)
             self._flat = None
-        elif shadow is None:
+            self._answers_changed()  # the wildcards' shapes and trie are as they were
+            return
+        if shadow is None:
+            if self._pending_patterns is not None:  # the trie waits for a reader
+                self._pending_patterns.append(".".join(words) if pattern is None else pattern)
+                self._pending_destinations.append(destination)
+                return  # `_by_shape` stays the flushing matcher: nothing else to drop
             self._add_wildcard(words, destination)
         else:
             # A floor pattern (`xroute.engines.catch_all`) that lowers the destination's floor
@@ -168,6 +174,8 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._changed()
 
     def remove(self, words: Words, destination: Hashable) -> None:
+        if self._pending_patterns is not None:
+            self._flush_pending()
         shadow = self._shadow
         if is_literal(words):
             self._literal.remove(".".join(words), destination)
@@ -210,16 +218,44 @@ class AutoEngine(BatchKernel, DfaEngine):
     _trie_deferred = False
     _deferred = 0  # wildcard bindings in the shapes alone
     _bindings: Callable[[], Iterable[tuple[str, Hashable]]] | None = None
+    # Once a pattern would make the shapes unusable (the seed mix's hundreds of shapes), the
+    # trie is still not made at once: that pattern and every wildcard one after it wait in
+    # two lists (patterns, destinations: no object for the collector a binding) until
+    # anything reads the wildcards, which first makes the trie and indexes them
+    # (`_flush_pending`). A topology's first routes read its queue-name indexes
+    # (`xroute.core.wildcard_queues`), not this trie: binding 10k seed patterns cost 2.4 times
+    # less, and the trie is made by the first batch, observer or unbind, or never. Meanwhile
+    # `_by_shape` is `_pending_match`, which flushes: every reader of it sees each binding.
+    _pending_patterns: list[str] | None = None
+    _pending_destinations: list[Hashable]
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
         if self._trie_deferred:
-            if self._shapes.stays_usable(words):
-                self._shapes.add(words, destination)
+            if self._shapes.add_if_usable(words, destination):
                 self._deferred += 1
                 return
-            self._make_trie()
+            self._pending_patterns = [".".join(words)]
+            self._pending_destinations = [destination]
+            return
         super().add(words, destination)
         self._shapes.add(words, destination)
+
+    def _flush_pending(self) -> None:
+        """Make the trie of every wildcard pattern (`_make_trie`), and put the waiting ones
+        in the shapes too, as `_add_wildcard` does once the trie is made."""
+        self._make_trie()  # from the store, which lists the waiting ones too
+        patterns, destinations = self._pending_patterns, self._pending_destinations
+        self._pending_patterns = None
+        self._pending_destinations = []
+        for pattern, destination in zip(patterns, destinations):  # type: ignore[arg-type]
+            self._shapes.add(split_words(pattern), destination)
+        self._changed()
+
+    def _pending_match(self, key: str) -> frozenset:
+        """`_by_shape` while patterns wait: index them, then answer as `match_wildcards`."""
+        if self._pending_patterns is not None:
+            self._flush_pending()
+        return self.match_wildcards(key)
 
     def _remove_wildcard(self, words: Words, destination: Hashable) -> None:
         if self._trie_deferred:
@@ -248,6 +284,8 @@ class AutoEngine(BatchKernel, DfaEngine):
         if is_literal(words):
             return self._literal.holds(".".join(words) if pattern is None else pattern,
                                        destination)
+        if self._pending_patterns is not None:
+            self._flush_pending()
         if self._trie_deferred:
             return self._shapes.holds(words, destination)
         node: Any = self._root
@@ -263,12 +301,15 @@ class AutoEngine(BatchKernel, DfaEngine):
             yield from members
         if self._trie_deferred:
             yield from self._shapes.destinations()
+            yield from self._pending_destinations if self._pending_patterns is not None else ()
         else:
             for _, destination in TrieEngine.patterns(self):
                 yield destination
 
     def patterns(self) -> Iterator[tuple[Words, Hashable]]:
         """Every (wildcard pattern words, destination) in the trie (made if deferred)."""
+        if self._pending_patterns is not None:
+            self._flush_pending()
         if self._trie_deferred:
             self._make_trie()
         return super().patterns()
@@ -391,10 +432,11 @@ class AutoEngine(BatchKernel, DfaEngine):
         """`match_wildcards` as it stands until the next binding change: the shape index's
         own function while it is used (one Python call less on every first route).
         ``bare``: a key that one binding matches gets that destination itself where the
-        shape index keeps it bare, not a frozenset made for it (`ShapeIndex.match_bare`)."""
+        shape index keeps it bare, not a frozenset made for it (`ShapeIndex.match_bare`);
+        not while wildcard patterns wait: `_pending_match` (which flushes) answers then."""
         if self._unshadowed:
             self._unshadow()
-        if bare and self._by_shape is not None:
+        if bare and self._by_shape is not None and self._pending_patterns is None:
             return self._shapes.matcher(bare=True)
         return self._by_shape or self.match_wildcards
 
@@ -407,6 +449,8 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def match_many_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
         # None hands the batch back to TopicMatcher's generic path (match_many, flattened).
+        if self._pending_patterns is not None:
+            self._flush_pending()
         if self._unshadowed:
             self._unshadow()
         size = len(keys)
@@ -429,6 +473,8 @@ class AutoEngine(BatchKernel, DfaEngine):
         return None
 
     def stats(self) -> dict[str, Any]:
+        if self._pending_patterns is not None:  # the figures of the indexes as read
+            self._flush_pending()
         return {
             **super().stats(),
             "engine": self.name,
@@ -493,9 +539,17 @@ class AutoEngine(BatchKernel, DfaEngine):
         return memo
 
     def _changed(self) -> None:
+        if self._pending_patterns is not None:
+            self._by_shape = self._pending_match
+            self._answers_changed()
+            return
         self._by_shape = self._shapes.matcher()
         if self._by_shape is None and self._parents is None:
             self._parents = self._edges_by_word()
+        self._answers_changed()
+
+    def _answers_changed(self) -> None:
+        """A binding changed: what is kept per key (the memo, the shape kernel) goes."""
         self._batch_keys_since_change = 0
         self._flat_shapes = None
         if self._memo:

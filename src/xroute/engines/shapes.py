@@ -50,6 +50,8 @@ SMALL_UNION = 16
 # A pattern's destinations are kept as a frozenset, made as it is bound, while there are at
 # most this many (`xroute.engines.frozen_sets`).
 FREEZE_NOW = 8
+# `ShapeIndex.add`'s shape key when the caller has not worked it out.
+_UNKNOWN: Any = object()
 
 
 class _Shape:
@@ -107,11 +109,11 @@ def _joined(get: Callable[[Any], tuple[str, ...]]) -> Callable[[Any], str]:
 def shape_of(words: Words) -> tuple[int, bool, tuple[int, ...]] | None:
     """A pattern's shape: (words besides ``#``, no ``#`` at all, the literal words' positions,
     counted from the key's end after a ``#``), or None if it has two ``#`` or more."""
-    hashes = words.count(HASH)
-    if hashes > 1:
+    # hot: every wildcard bind (bind rate); lists, not generators, into the tuples
+    if HASH not in words:
+        return len(words), True, tuple([i for i, word in enumerate(words) if word != STAR])
+    if words.count(HASH) > 1:
         return None
-    if hashes == 0:
-        return len(words), True, tuple(i for i, word in enumerate(words) if word != STAR)
     cut = words.index(HASH)
     positions = [i for i in range(cut) if words[i] != STAR]
     positions += [i - len(words) for i in range(cut + 1, len(words)) if words[i] != STAR]
@@ -177,16 +179,23 @@ class ShapeIndex:
             for _, members in shape.entries.items():
                 yield from members
 
-    def stays_usable(self, words: Words) -> bool:
-        """Whether the index would still be `usable` with one more pattern ``words``."""
+    def add_if_usable(self, words: Words, destination: Hashable) -> bool:
+        """`add` if the index stays `usable` with one more pattern ``words``; whether it did
+        (one `shape_of` for the question and the entry: asked on every wildcard binding
+        while a topology's exchange keeps its wildcards in the shapes alone)."""
         if not self.usable:
             return False
         key = shape_of(words)
-        return key is not None and (key in self._counts or len(self._counts) < MAX_SHAPES)
+        if key is None or (key not in self._counts and len(self._counts) >= MAX_SHAPES):
+            return False
+        self.add(words, destination, key)
+        return True
 
-    def add(self, words: Words, destination: Hashable) -> None:
-        """Index the new binding of the wildcard pattern ``words`` to ``destination``."""
-        key = shape_of(words)
+    def add(self, words: Words, destination: Hashable, key: Any = _UNKNOWN) -> None:
+        """Index the new binding of the wildcard pattern ``words`` to ``destination``
+        (``key``: its `shape_of`, if the caller has it)."""
+        if key is _UNKNOWN:
+            key = shape_of(words)
         if key is None:
             self._unshaped += 1
             return
