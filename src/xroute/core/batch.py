@@ -431,7 +431,13 @@ class BatchRouter:
         routes; the route cache need not as well), and the errors: a refused key's number is
         ``REFUSED - i``, its error the ``i``-th. A key seen before (``again``) may repeat in
         the batch: it is routed once; a key never seen is routed without a look-up."""
-        route = self.topology.route_uncached
+        topology = self.topology
+        route = topology.route_uncached
+        # The first route's own path (`Topology._route_literal`, uncached), called straight:
+        # on keys new to the topology the route cache holds nothing, and `route_uncached`'s
+        # look-up there and its call were a tenth of a first route. A key it leaves (None:
+        # the full walk) goes through `route_uncached`.
+        first_route = topology._route_literal  # noqa: SLF001 (the router is the topology's)
         queue_index = self._queue_index
         answer, answer_of = memo.answer, memo.answer_of
         found: dict[str, int] = {}
@@ -442,7 +448,9 @@ class BatchRouter:
             number = found.get(key) if repeats else None
             if number is None:
                 try:
-                    names = route(exchange, key)
+                    names = first_route(exchange, key, False)
+                    if names is None:
+                        names = route(exchange, key)
                 except XRouteError as error:
                     number = REFUSED - len(refused)
                     refused.append(error)
