@@ -433,11 +433,13 @@ class BatchRouter:
         the batch: it is routed once; a key never seen is routed without a look-up."""
         topology = self.topology
         route = topology.route_uncached
-        # The first route's own path (`Topology._route_literal`, uncached), called straight:
-        # on keys new to the topology the route cache holds nothing, and `route_uncached`'s
-        # look-up there and its call were a tenth of a first route. A key it leaves (None:
-        # the full walk) goes through `route_uncached`.
-        first_route = topology._route_literal  # noqa: SLF001 (the router is the topology's)
+        # `route_uncached` inlined: the route cache's routes of this exchange read here (a
+        # key the topology routed is one look-up), and the first route's own path
+        # (`Topology._route_literal`, uncached) called straight, a call less a key new to the
+        # topology. A key it leaves (None: the full walk) goes through `route_uncached`.
+        cache = topology._route_cache  # noqa: SLF001 (the router is the topology's)
+        own = (cache.own.get(exchange) if cache is not None else None) or {}
+        first_route = topology._route_literal if cache is not None else None  # noqa: SLF001
         queue_index = self._queue_index
         answer, answer_of = memo.answer, memo.answer_of
         found: dict[str, int] = {}
@@ -448,7 +450,9 @@ class BatchRouter:
             number = found.get(key) if repeats else None
             if number is None:
                 try:
-                    names = first_route(exchange, key, False)
+                    names = own.get(key)
+                    if names is None and first_route is not None:
+                        names = first_route(exchange, key, False)
                     if names is None:
                         names = route(exchange, key)
                 except XRouteError as error:
