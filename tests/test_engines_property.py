@@ -152,7 +152,7 @@ def test_bad_patterns_are_refused_and_leave_nothing_behind(engine, bad):
        arrow=st.booleans(), engine=st.sampled_from(["auto", "dfa", "trie"]))
 def test_batch_ids_of_small_and_wide_answers_equal_reference(wide, singles, probe, arrow, engine):
     """`match_many_ids`' generic path (`TopicMatcher._flatten`: ids of a set of one, of a few
-    and of more than `FLATTEN_LIST_MAX` destinations, in any order within a batch) and a
+    and of many destinations shared by several keys, in any order within a batch) and a
     fresh ``auto`` matcher's first batch (kept off the kernel while the batch keys are fewer
     than its literal bindings) give what ``reference`` matches."""
     import pyarrow as pa
@@ -170,3 +170,30 @@ def test_batch_ids_of_small_and_wide_answers_equal_reference(wide, singles, prob
     assert got == [truth.match(key) for key in probe]
     assert all(len(set(ids[offsets[i]:offsets[i + 1]].tolist())) == offsets[i + 1] - offsets[i]
                for i in range(len(probe)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(answers=st.lists(st.frozensets(st.integers(0, 30), max_size=12), max_size=40),
+       copies=st.lists(st.booleans(), max_size=40))
+def test_flatten_of_sets_equal_apart_or_shared(answers, copies):
+    """`TopicMatcher._flatten` on keys whose sets are shared, made apart with equal content
+    (numbered once by content), empty or of one destination: each key's ids are its set's."""
+    matcher = TopicMatcher()
+    for d in range(31):
+        matcher.add(f"k.{d}", f"d{d}")
+    matcher._keep_ids()
+    names = matcher.destinations()
+    results = []
+    for i, answer in enumerate(answers):
+        found = frozenset(f"d{d}" for d in answer)
+        # a copy made apart (equal, not the same object), or the earlier object itself
+        same = next((r for r in results if r == found), None)
+        results.append(found if same is None or (i < len(copies) and copies[i]) else same)
+    # enough destinations a key for the path of shared sets, whatever ``answers`` holds
+    results += [frozenset(f"d{d}" for d in range(31)),
+                frozenset(f"d{d}" for d in range(31))] * (len(results) + 1)
+    offsets, ids = matcher._flatten(results)
+    got = [frozenset(names[j] for j in ids[offsets[i]:offsets[i + 1]].tolist())
+           for i in range(len(results))]
+    assert got == results
+    assert list(offsets[1:] - offsets[:-1]) == [len(r) for r in results]

@@ -431,7 +431,15 @@ class BatchRouter:
         routes; the route cache need not as well), and the errors: a refused key's number is
         ``REFUSED - i``, its error the ``i``-th. A key seen before (``again``) may repeat in
         the batch: it is routed once; a key never seen is routed without a look-up."""
-        route = self.topology.route_uncached
+        topology = self.topology
+        route = topology.route_uncached
+        # `route_uncached` inlined: the route cache's routes of this exchange read here (a
+        # key the topology routed is one look-up), and the first route's own path
+        # (`Topology._route_literal`, uncached) called straight, a call less a key new to the
+        # topology. A key it leaves (None: the full walk) goes through `route_uncached`.
+        cache = topology._route_cache  # noqa: SLF001 (the router is the topology's)
+        own = (cache.own.get(exchange) if cache is not None else None) or {}
+        first_route = topology._route_literal if cache is not None else None  # noqa: SLF001
         queue_index = self._queue_index
         answer, answer_of = memo.answer, memo.answer_of
         found: dict[str, int] = {}
@@ -442,7 +450,11 @@ class BatchRouter:
             number = found.get(key) if repeats else None
             if number is None:
                 try:
-                    names = route(exchange, key)
+                    names = own.get(key)
+                    if names is None and first_route is not None:
+                        names = first_route(exchange, key, False)
+                    if names is None:
+                        names = route(exchange, key)
                 except XRouteError as error:
                     number = REFUSED - len(refused)
                     refused.append(error)
