@@ -86,11 +86,9 @@ class MatchedDestinations:
                                 else self.of_binding(part))
             if exchanges:
                 return None
-            if united is None or names <= united:
-                united = names if united is None else united
-            elif united <= names:
+            if united is None or united <= names:
                 united = names
-            else:
+            elif not names <= united:
                 united = united | names
         return united
 
