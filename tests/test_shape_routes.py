@@ -124,3 +124,26 @@ def test_the_cache_counts_a_large_shared_route_once():
     small.keep("x", "last", third)  # the sweep drops the three routes keeping `wide`, then it
     assert [small.get("x", f"k{i}") for i in range(3)] == [None] * 3
     assert small.get("x", "last") is third and small.stats()["route_cache_cells"] == len(third)
+
+
+def test_an_exchange_of_literal_bindings_alone_matches_no_wildcard_until_one_is_bound():
+    """With no wildcard pattern the shape index's function answers nothing without reading
+    the key; the first wildcard binding makes it match again, and the last one's removal
+    makes it answer nothing again."""
+    index = ShapeIndex(bare_singletons=True)
+    nothing = index.matcher(bare=True)
+    assert nothing("a.b") == frozenset() and index.matcher() is nothing
+    index.add(("a", "*"), "q")
+    assert index.matcher(bare=True)("a.b") == "q" and index.matcher()("a.b") == {"q"}
+    index.remove(("a", "*"), "q")
+    assert index.matcher(bare=True)("a.b") == frozenset()
+    topology = Topology()
+    topology.declare_exchange("x", "topic")
+    topology.declare_queue("q")
+    topology.declare_queue("w")
+    topology.bind("x", "q", "a.b")
+    assert topology.route("x", "a.b") == {"q"} and topology.route("x", "a.c") == frozenset()
+    topology.bind("x", "w", "a.*")
+    assert topology.route("x", "a.b") == {"q", "w"} and topology.route("x", "a.c") == {"w"}
+    topology.unbind("x", "w", "a.*")
+    assert topology.route("x", "a.c") == frozenset()

@@ -283,6 +283,9 @@ class ShapeIndex:
         return found
 
     def _make_matcher(self, bare: bool) -> Callable[[str], Any]:
+        if not self._shapes:
+            # No wildcard binding at all (a direct-like topic exchange): no key is split.
+            return _match_nothing
         if len(self._shapes) != 1:
             return self.match_bare if bare else self.match
         (shape,) = self._shapes.values()
@@ -409,3 +412,8 @@ class ShapeIndex:
         """How many shapes, and how many bindings have none (two ``#`` or more)."""
         return {"shapes": len(self._counts), "unshaped_bindings": self._unshaped,
                 "shape_entries_dropped": self._dropped}
+
+
+def _match_nothing(key: str) -> frozenset:
+    """`ShapeIndex.matcher` of an index with no pattern: nothing matches."""
+    return EMPTY
