@@ -66,6 +66,14 @@ def test_auto_with_catch_all_destinations_equals_reference(ops, probe):
         assert actual.match_many(probe) == truth
         assert_batches_equal(actual, probe, truth)
         assert actual.stats()["shadowed_bindings"] == shadowed(live)
+        # `auto` keeps no set of pairs: its literal index and shadow answer for them
+        assert sorted(actual.bindings()) == sorted(live) == sorted(expected.bindings())
+        assert len(actual) == len(live)
+        for pattern, destination in [*live, ("#", "q9"), ("a.#", "q1"), ("x.y", "q2")]:
+            assert actual.has(pattern, destination) == ((pattern, destination) in live)
+        if live:  # binding a pair again changes nothing
+            actual.add(*live[0])
+            assert len(actual) == len(live)
 
 
 def audit_and_other(specific: list[str]) -> tuple[TopicMatcher, TopicMatcher]:

@@ -164,7 +164,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         else:
             # A floor pattern (`xroute.engines.catch_all`) that lowers the destination's floor
             # takes the patterns it covers out of the trie and the shapes.
-            enters, leaving = shadow.bind(words, destination)
+            enters, leaving = shadow.bind(words, destination, pattern)
             if leaving:
                 self._move(leaving, destination, self._remove_wildcard)
             if enters:
@@ -294,6 +294,24 @@ class AutoEngine(BatchKernel, DfaEngine):
             if node is None:
                 return False
         return destination in node.destinations
+
+    def holds_pair(self, words: Words, destination: Hashable, pattern: str) -> bool | None:
+        """Whether ``pattern`` (``words`` joined) is bound to ``destination``, where
+        destinations are shared (a `TopicMatcher` of queue names): from the literal index and
+        the catch-all shadow's patterns per destination, which between them hold every
+        binding; None where there is no shadow (destinations not shared)."""
+        if self._shadow is None:
+            return None
+        if is_literal(words):
+            return self._literal.holds(pattern, destination)
+        return self._shadow.holds(pattern, destination)
+
+    def bound_pairs(self) -> Iterator[tuple[str, Hashable]]:
+        """Every (pattern, destination) bound, where `holds_pair` answers."""
+        for key, members in self._literal.items():
+            for destination in members:
+                yield key, destination
+        yield from self._shadow.bindings()  # type: ignore[union-attr]
 
     def bound_destinations(self) -> Iterator[Hashable]:
         """The destination of every binding, once per binding (no destination shared)."""

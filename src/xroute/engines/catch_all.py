@@ -23,7 +23,7 @@ every pattern back only to remove it again).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 
 from xroute.core.keys import HASH, STAR
 from xroute.engines.base import Words
@@ -79,11 +79,14 @@ class CatchAllShadow:
         floors = self._floors.get(destination)
         return min(floors) if floors else None
 
-    def bind(self, words: Words, destination: Hashable) -> tuple[bool, list[Words]]:
-        """Note a wildcard binding. Returns whether the caller's matcher takes it, and the
-        destination's patterns that leave the matcher now (a floor pattern that lowers the
-        destination's floor covers them)."""
-        pattern = ".".join(words)
+    def bind(self, words: Words, destination: Hashable, pattern: str | None = None
+             ) -> tuple[bool, list[Words]]:
+        """Note a wildcard binding (``pattern``: ``words`` joined, if the caller has it: its
+        own string is kept, not a copy). Returns whether the caller's matcher takes it, and
+        the destination's patterns that leave the matcher now (a floor pattern that lowers
+        the destination's floor covers them)."""
+        if pattern is None:
+            pattern = ".".join(words)
         held = self._wildcards.get(destination)
         if held is None:
             self._wildcards[destination] = pattern
@@ -146,6 +149,20 @@ class CatchAllShadow:
             else:
                 self._applied[destination] = floor
         return entering, leaving
+
+    def holds(self, pattern: str, destination: Hashable) -> bool:
+        """Whether the wildcard ``pattern`` is bound to ``destination``."""
+        held = self._wildcards.get(destination)
+        return held == pattern if held.__class__ is str else held is not None and pattern in held
+
+    def bindings(self) -> Iterator[tuple[str, Hashable]]:
+        """Every wildcard (pattern, destination) bound."""
+        for destination, held in self._wildcards.items():
+            if held.__class__ is str:
+                yield held, destination  # type: ignore[misc]
+            else:
+                for pattern in held:  # type: ignore[union-attr]
+                    yield pattern, destination
 
     def stats(self) -> dict[str, int]:
         """Destinations bound with a catch-all, with any floor pattern, and the wildcard

@@ -96,7 +96,7 @@ class TopicMatcher:
         # The bindings: (pattern, destination) pairs, or the destinations alone where each
         # names its pattern (``pattern_of``).
         self._pattern_of = pattern_of
-        self._bindings: set[Any] | _HeldByEngine = set()
+        self._bindings: set[Any] | _HeldByEngine | _PairsHeldByEngine = set()
         if pattern_of is not None and hasattr(self._engine, "holds"):
             # ``auto`` can tell a destination's binding from its own indexes: no set here
             # (42 bytes a binding of a topology, beside the topology's own store).
@@ -137,6 +137,10 @@ class TopicMatcher:
             told = getattr(self._engine, "destinations_not_shared", None)
             if told is not None:
                 told(self.bindings)
+        elif getattr(self._engine, "holds_pair", None) is not None:
+            # ``auto`` keeps every pair in its own indexes: no set of pairs here (a tuple and
+            # a set slot, about 90 bytes a binding).
+            self._bindings = _PairsHeldByEngine(self._engine)
 
     @property
     def engine(self) -> str:
@@ -509,6 +513,34 @@ class _HeldByEngine:
 
     def __iter__(self) -> Iterator[Any]:
         return self._engine.bound_destinations()
+
+    def __len__(self) -> int:
+        return self._count
+
+
+class _PairsHeldByEngine:
+    """The (pattern, destination) pairs of a matcher without ``pattern_of`` whose engine can
+    say whether it holds one and list them (``auto``, `AutoEngine.holds_pair`): the set's
+    operations the matcher uses, over the engine's own indexes and a count."""
+
+    __slots__ = ("_engine", "_count")
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._count = 0
+
+    def __contains__(self, pair: tuple[str, Any]) -> bool:
+        pattern, destination = pair
+        return bool(self._engine.holds_pair(split_words(pattern), destination, pattern))
+
+    def add(self, pair: tuple[str, Any]) -> None:
+        self._count += 1
+
+    def remove(self, pair: tuple[str, Any]) -> None:
+        self._count -= 1
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return self._engine.bound_pairs()
 
     def __len__(self) -> int:
         return self._count
