@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xroute.core.binding_table import BindingTable
 from xroute.core.dead_letter import X_DEATH, DeadLetter, cycling, make_dead_letter
 from xroute.core.destinations import MatchedDestinations
 from xroute.core.errors import (
@@ -90,18 +91,6 @@ def _arguments(arguments: Any, what: str) -> dict[str, Any]:
             arguments,
         )
     return dict(arguments)
-
-
-def _identity(source: str, target: Destination, routing_key: str, frozen: tuple) -> tuple:
-    """A binding's key in `Topology._bindings`. A queue's is made of strings (and the frozen
-    arguments) alone, so the collector stops tracking it at its first pass (a `Destination`
-    in it kept it tracked: an object a binding for every full collection to examine); it
-    never equals an exchange's, whose second item is the `Destination`. Without arguments
-    the key has three items (8 bytes less), never equal to one with arguments (four)."""
-    if target.kind == "queue":
-        return (source, target.name, routing_key, frozen) if frozen else (
-            source, target.name, routing_key)
-    return (source, target, routing_key, frozen) if frozen else (source, target, routing_key)
 
 
 def _check_equivalent(
@@ -205,7 +194,7 @@ class Topology:
         self._destinations = MatchedDestinations()  # dropped on every unbind
         self._exchanges: dict[str, Exchange] = {}
         self._queues: dict[str, Queue] = {}
-        self._bindings: dict[tuple, Binding] = {}
+        self._bindings = BindingTable()
         # One `Destination` per bound queue or exchange, shared by all its bindings: a first
         # route reads a matched binding's destination, then looks its names up by it (EMQX's
         # 80k filters lead to 80 queues: 80 objects in cache, not 80k scattered ones).
@@ -360,6 +349,8 @@ class Topology:
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
+        """The source exchange, the shared target, the arguments as a dict and frozen (the
+        binding's identity with the source and key), once every part is checked."""
         # hot: every bind (`xroute bench engines --shapes`, bind rate): the usual case (a
         # plain str, no arguments) is told apart inline, without a call.
         if destination.__class__ is not str or destination.startswith(REPLY_TO_PREFIX):
@@ -391,7 +382,7 @@ class Topology:
         if target is None:
             target = Destination(destination_type, destination)
             target = self._targets.setdefault(target, target)
-        return exchange, target, arguments, _identity(source, target, routing_key, frozen)
+        return exchange, target, arguments, frozen
 
     def check_bindable(self, destination: Any, destination_type: str = "queue") -> None:
         """`AccessRefused` (403) for a binding to or from a direct reply-to queue
@@ -425,10 +416,10 @@ class Topology:
         to no queue through the bound exchange, `ReplayFailed` is raised and nothing is bound,
         as the plugin refuses it (`xroute.exchanges.recent_history`).
         """
-        exchange, target, arguments, identity = self._binding_identity(
+        exchange, target, arguments, frozen = self._binding_identity(
             source, destination, routing_key, arguments, destination_type
         )
-        if identity in self._bindings:
+        if self._bindings.find(source, target, routing_key, frozen) is not None:
             return []
         try:
             exchange.kind.validate_binding(routing_key, arguments)
@@ -444,7 +435,7 @@ class Topology:
         if watchers is not None:
             self._changing("binding", source)
         exchange.kind.bind(binding)
-        self._bindings[identity] = binding
+        self._bindings.add(binding, frozen)
         if watchers is not None:
             for watcher in list(watchers):
                 watcher.binding_changed(binding, True)
@@ -505,10 +496,10 @@ class Topology:
         destination_type: DestinationType = "queue",
     ) -> None:
         """Remove a binding; `BindingNotFound` if there is no such binding."""
-        *_, identity = self._binding_identity(
+        _, target, _, frozen = self._binding_identity(
             source, destination, routing_key, arguments, destination_type
         )
-        binding = self._bindings.get(identity)
+        binding = self._bindings.find(source, target, routing_key, frozen)
         if binding is None:
             raise BindingNotFound(
                 routing_key, f"{destination_type} {short_repr(destination)} on {short_repr(source)}"
@@ -524,9 +515,7 @@ class Topology:
         self._destinations.clear()
         if self._route_cache is not None:
             self._route_cache.binding_changed(binding.source, exchange.type, binding.routing_key)
-        frozen = frozen_arguments(binding.arguments) if binding.arguments else ()
-        del self._bindings[
-            _identity(binding.source, binding.destination, binding.routing_key, frozen)]
+        self._bindings.remove(binding)
         if watchers:
             for watcher in list(watchers):
                 watcher.binding_changed(binding, False)
