@@ -42,6 +42,7 @@ from xroute.core.model import (
     shared_arguments,
 )
 from xroute.core.profiles import Profile, profile
+from xroute.core.queue_table import QueueTable
 from xroute.core.route_cache import TopologyRouteCache
 from xroute.engines import DEFAULT_ENGINE
 from xroute.engines.frozen_sets import STALE
@@ -193,11 +194,11 @@ class Topology:
         self._route_cache = TopologyRouteCache() if route_cache else None
         self._destinations = MatchedDestinations()  # dropped on every unbind
         self._exchanges: dict[str, Exchange] = {}
-        self._queues: dict[str, Queue] = {}
+        self._queues = QueueTable()  # also each queue's `Destination`, shared by its bindings
         self._bindings = BindingTable()
-        # One `Destination` per bound queue or exchange, shared by all its bindings: a first
-        # route reads a matched binding's destination, then looks its names up by it (EMQX's
-        # 80k filters lead to 80 queues: 80 objects in cache, not 80k scattered ones).
+        # One `Destination` per bound exchange (a queue's is in `_queues`), shared by all its
+        # bindings: a first route reads a matched binding's destination, then looks its names
+        # up by it (EMQX's 80k filters lead to 80 queues: 80 objects, not 80k scattered ones).
         self._targets: dict[Destination, Destination] = {}
         # Policies of a definitions export, kept verbatim for the round trip.
         self.policies: list[dict[str, Any]] = []
@@ -306,7 +307,7 @@ class Topology:
         if name not in self._queues:
             if self._watchers:
                 self._changing("queue", name)
-            self._queues[name] = Queue(name, durable, auto_delete, shared_arguments(arguments))
+            self._queues.declare(name, durable, auto_delete, shared_arguments(arguments))
             if self._route_cache is not None:
                 self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
 
@@ -334,8 +335,7 @@ class Topology:
         for binding in list(self._bindings.values()):
             if binding.destination == ("queue", name):
                 self._remove(binding)
-        del self._queues[name]
-        self._targets.pop(Destination("queue", name), None)
+        self._queues.remove(name)
         if self._route_cache is not None:
             self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
 
@@ -378,10 +378,15 @@ class Topology:
             frozen = frozen_arguments(arguments) if arguments else ()
         # A `Destination` is a tuple: the shared one is found by a plain tuple, and made only
         # for a new target.
-        target = self._targets.get((destination_type, destination))
-        if target is None:
-            target = Destination(destination_type, destination)
-            target = self._targets.setdefault(target, target)
+        if destination_type == "queue":
+            target = self._queues.held[destination]  # the queue's, if of default properties
+            if target.__class__ is not Destination:
+                target = self._queues.destination(destination)
+        else:
+            target = self._targets.get((destination_type, destination))
+            if target is None:
+                target = Destination(destination_type, destination)
+                target = self._targets.setdefault(target, target)
         return exchange, target, arguments, frozen
 
     def check_bindable(self, destination: Any, destination_type: str = "queue") -> None:
@@ -543,7 +548,8 @@ class Topology:
 
     @property
     def queues(self) -> Mapping[str, Queue]:
-        """Declared queues by name."""
+        """Declared queues by name (read-only; a `Queue` is made when read, as most are kept
+        as their bindings' `Destination`: `xroute.core.queue_table`)."""
         return self._queues
 
     def bindings(self, source: str | None = None) -> list[Binding]:

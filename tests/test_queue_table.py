@@ -1,0 +1,73 @@
+"""A topology's queues (`xroute.core.queue_table`): a queue of the default properties is kept
+as its bindings' `Destination` and read as a `Queue` made on demand. Whatever the order of
+declarations and deletions, `Topology.queues` reads as a plain dict of `Queue` would, the
+bindings to a queue share one `Destination`, and a pickled topology keeps them all."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xroute import Topology
+from xroute.core.errors import UnknownQueue
+from xroute.core.model import NO_ARGUMENTS, Queue
+
+properties = st.fixed_dictionaries({
+    "durable": st.booleans(),
+    "auto_delete": st.booleans(),
+    "arguments": st.sampled_from([None, {}, {"x-max-length": 10}]),
+})
+steps = st.lists(st.tuples(st.sampled_from(["declare", "declare", "delete", "bind"]),
+                           st.sampled_from(["q1", "q2", "q3", "x"]), properties), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps)
+def test_queues_read_as_a_plain_dict_of_queues_whatever_the_steps(steps):
+    topology = Topology()
+    topology.declare_exchange("x", "topic")
+    model: dict[str, Queue] = {}
+    for action, name, props in steps:
+        if action == "declare":
+            topology.declare_queue(name, **props)
+            if name not in model:
+                model[name] = Queue(name, props["durable"], props["auto_delete"],
+                                    props["arguments"] or NO_ARGUMENTS)
+        elif action == "delete":
+            if name in model:
+                topology.delete_queue(name)
+                del model[name]
+            else:
+                with pytest.raises(UnknownQueue):
+                    topology.delete_queue(name)
+        elif name in model:
+            topology.bind("x", name, f"k.{len(topology.bindings())}")
+        queues = topology.queues
+        assert list(queues) == list(model) and len(queues) == len(model)
+        assert dict(queues.items()) == model
+        for name, queue in model.items():
+            assert name in queues and queues[name] == queue
+            if not queue.arguments:
+                assert queues[name].arguments is NO_ARGUMENTS
+        assert "nope" not in queues and queues.get("nope") is None
+        # every binding to a queue holds that queue's one Destination
+        by_queue: dict[str, object] = {}
+        for binding in topology.bindings():
+            assert by_queue.setdefault(binding.destination.name, binding.destination) is (
+                binding.destination)
+    again = Topology.from_definitions(topology.to_definitions())
+    assert dict(again.queues.items()) == model
+
+
+def test_a_queue_s_properties_survive_the_definitions_round_trip():
+    topology = Topology()
+    topology.declare_queue("plain")
+    topology.declare_queue("lasting", durable=False, auto_delete=True,
+                           arguments={"x-message-ttl": 5})
+    exported = topology.to_definitions()
+    assert [(q["name"], q["durable"], q["auto_delete"], q["arguments"])
+            for q in exported["queues"]] == [("plain", True, False, {}),
+                                             ("lasting", False, True, {"x-message-ttl": 5})]
+    again = Topology.from_definitions(exported)
+    assert dict(again.queues.items()) == dict(topology.queues.items())
