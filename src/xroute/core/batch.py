@@ -439,7 +439,8 @@ class BatchRouter:
         # reads of the exchange made once a batch (`Topology.first_route_reader`). A key it
         # leaves (None: the full walk) goes through `route_uncached`.
         cache = topology._route_cache  # noqa: SLF001 (the router is the topology's)
-        own = (cache.own.get(exchange) if cache is not None else None) or {}
+        # (None where it holds none: a fresh topology's first pass looks nothing up there)
+        own = (cache.own.get(exchange) if cache is not None else None) or None
         reader = topology.first_route_reader(exchange)
         literal_names = kind = literal = None
         empty_walks = False
@@ -455,7 +456,7 @@ class BatchRouter:
             number = found.get(key) if repeats else None
             if number is None:
                 try:
-                    names = own.get(key)
+                    names = own.get(key) if own is not None else None
                     if names is None and literal_names is not None:
                         names = literal_names(kind, literal, key)
                         if empty_walks and not names:
