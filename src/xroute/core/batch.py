@@ -435,11 +435,17 @@ class BatchRouter:
         route = topology.route_uncached
         # `route_uncached` inlined: the route cache's routes of this exchange read here (a
         # key the topology routed is one look-up), and the first route's own path
-        # (`Topology._route_literal`, uncached) called straight, a call less a key new to the
-        # topology. A key it leaves (None: the full walk) goes through `route_uncached`.
+        # (`Topology._literal_names`, as single first routes take it) called straight, its
+        # reads of the exchange made once a batch (`Topology.first_route_reader`). A key it
+        # leaves (None: the full walk) goes through `route_uncached`.
         cache = topology._route_cache  # noqa: SLF001 (the router is the topology's)
-        own = (cache.own.get(exchange) if cache is not None else None) or {}
-        first_route = topology._route_literal if cache is not None else None  # noqa: SLF001
+        # (None where it holds none: a fresh topology's first pass looks nothing up there)
+        own = (cache.own.get(exchange) if cache is not None else None) or None
+        reader = topology.first_route_reader(exchange)
+        literal_names = kind = literal = None
+        empty_walks = False
+        if reader is not None:
+            literal_names, kind, literal, empty_walks = reader
         queue_index = self._queue_index
         answer, answer_of = memo.answer, memo.answer_of
         found: dict[str, int] = {}
@@ -450,15 +456,18 @@ class BatchRouter:
             number = found.get(key) if repeats else None
             if number is None:
                 try:
-                    names = own.get(key)
-                    if names is None and first_route is not None:
-                        names = first_route(exchange, key, False)
+                    names = own.get(key) if own is not None else None
+                    if names is None and literal_names is not None:
+                        names = literal_names(kind, literal, key)
+                        if empty_walks and not names:
+                            names = None  # the alternate exchange's walk
                     if names is None:
                         names = route(exchange, key)
                 except XRouteError as error:
                     number = REFUSED - len(refused)
                     refused.append(error)
                 else:
+                    # the answer numbered here, in the loop that routes it
                     if len(names) == 1:  # most keys of most shapes: its queue's id
                         for name in names:
                             number = ONE_QUEUE - queue_index[name]

@@ -28,7 +28,7 @@ class MatchedDestinations:
 
     def __init__(self) -> None:
         # The sets that lead to queues alone -> their queue names: read inline by
-        # `Topology._route_literal` (a call less on a first route), filled by `of`. No tuple
+        # `Topology._literal_names` (a call less on a first route), filled by `of`. No tuple
         # per set: one object less that the collector tracks for each new set.
         self.queue_names: dict[frozenset[Binding], frozenset[str]] = {}
         # The sets that lead to exchanges too -> (queue names, exchange names)
@@ -38,7 +38,7 @@ class MatchedDestinations:
         # exchange, not a new frozenset per key (EMQX's 80k filters lead to 80 queues).
         self._alone: dict[Destination, tuple[frozenset[str], tuple[str, ...]]] = {}
         # A queue destination -> the frozenset of its name alone: read inline by
-        # `Topology._route_literal` for a key that one binding matched, handed over bare
+        # `Topology._literal_names` for a key that one binding matched, handed over bare
         # (`TopicMatcher.wildcard_matcher`), filled by `of_binding`.
         self.queue_alone: dict[Destination, frozenset[str]] = {}
 

@@ -633,25 +633,70 @@ class Topology:
     def _route_literal(self, exchange: str, routing_key: str,
                        keep: bool = True) -> frozenset[str] | None:
         """The first route of a message without headers through a topic exchange whose
-        engine keeps literal bindings apart (``auto``): the literal bindings' queue names by
-        key (`xroute.core.literal_routes`) united with the wildcard bindings' (matched by queue
-        where queues are bound with '#', `xroute.core.wildcard_queues`; else one set per DFA
-        state, `xroute.core.destinations`), and cached. None where the full walk is needed: an
-        exchange-to-exchange binding matched, an alternate exchange is to be used, a key
-        that is not a plain short string (the walk validates it), another exchange type.
-        ``keep=False``: the answer is not cached (`route_uncached`)."""
+        engine keeps literal bindings apart (``auto``): `_literal_names`, cached. None where
+        the full walk is needed: an exchange-to-exchange binding matched, an alternate
+        exchange is to be used, a key that is not a plain short string (the walk validates
+        it), another exchange type. ``keep=False``: the answer is not cached
+        (`route_uncached`)."""
         start = self._exchanges.get(exchange)
-        if (
-            start is None
-            or type(routing_key) is not str
-            or len(routing_key) > ALWAYS_SHORT
-            or not routing_key.isascii()
-            or start.internal
-        ):
+        if start is None or start.internal:
             return None
         kind = start.kind
         literal = getattr(kind, "literal_routes", None)
         if literal is None:
+            return None
+        names = self._literal_names(kind, literal, routing_key)
+        if names is None:
+            return None
+        alternate = start.alternate_exchange
+        if alternate is None or alternate == exchange:
+            # one exchange visited: no tuple made, nothing new for the collector to track
+            if keep:
+                self._route_cache.keep(exchange, routing_key, names)  # type: ignore[union-attr]
+        elif not names:
+            return None  # nothing matched: the alternate exchange's walk
+        elif keep:
+            self._route_cache.remember(  # type: ignore[union-attr]
+                (exchange, routing_key), names, (exchange, alternate))
+        return names
+
+    def first_route_reader(
+        self, exchange: str,
+    ) -> tuple[Callable[[Any, Any, Any], frozenset[str] | None], Any, Any, bool] | None:
+        """For a caller that routes many new keys through one exchange
+        (`xroute.core.batch.BatchRouter`): `_literal_names` and its first two arguments, the
+        reads of `_route_literal` that do not depend on the key made once, and whether an
+        empty answer needs the walk (an alternate exchange). Each key's answer is then
+        ``names(kind, literal, key)``, None (or empty, if so told) where `route_uncached`
+        must answer. None if `_route_literal` would answer no key of ``exchange``. Valid
+        until the topology changes."""
+        start = self._exchanges.get(exchange)
+        if start is None or start.internal or self._route_cache is None:
+            return None
+        kind = start.kind
+        literal = getattr(kind, "literal_routes", None)
+        if literal is None:
+            return None
+        alternate = start.alternate_exchange
+        return (self._literal_names, kind, literal,
+                alternate is not None and alternate != exchange)
+
+    # hot: the first route of a key, single (`_route_literal`) and in batches
+    # (`first_route_reader`): one code path for both
+    def _literal_names(self, kind: Any, literal: Any,
+                       routing_key: str) -> frozenset[str] | None:
+        """The queues a message without headers reaches through a topic exchange of type
+        ``kind`` whose literal bindings are ``literal`` (before any alternate exchange): the
+        literal bindings' queue names by key (`xroute.core.literal_routes`) united with the
+        wildcard bindings' (matched by queue where queues are bound with '#',
+        `xroute.core.wildcard_queues`; else one set per DFA state,
+        `xroute.core.destinations`). None where the full walk is needed: an
+        exchange-to-exchange binding matched, a key that is not a plain short string."""
+        if (
+            type(routing_key) is not str
+            or len(routing_key) > ALWAYS_SHORT
+            or not routing_key.isascii()
+        ):
             return None
         # `LiteralRoutes.names`, inlined where it is a plain read
         names = literal.frozen.get(routing_key, EMPTY_NAMES)
@@ -685,23 +730,13 @@ class Topology:
                     if exchanges:
                         return None
         if not names:
-            names = queues
-        elif queues and queues is not names:
+            return queues
+        if queues and queues is not names:
             # Where one holds the other (MQTT: a site's literal and '#' bindings to one
             # client queue) the larger is the answer: no new frozenset kept in the cache
             # for the collector to track.
-            names = (names if queues <= names else queues if names <= queues
-                     else names | queues)
-        alternate = start.alternate_exchange
-        if alternate is None or alternate == exchange:
-            # one exchange visited: no tuple made, nothing new for the collector to track
-            if keep:
-                self._route_cache.keep(exchange, routing_key, names)  # type: ignore[union-attr]
-        elif not names:
-            return None  # nothing matched: the alternate exchange's walk
-        elif keep:
-            self._route_cache.remember(  # type: ignore[union-attr]
-                (exchange, routing_key), names, (exchange, alternate))
+            return (names if queues <= names else queues if names <= queues
+                    else names | queues)
         return names
 
     def seed_random(self, seed: Any = None) -> None:

@@ -12,8 +12,9 @@ queues, where this index walks the ``#`` bindings and one shape. A queue bound w
 seed bindings the index's DFA holds 860 patterns instead of 1,866, and its first routes build
 a third of the states.
 
-So `Topology.route`'s first route of a key (`Topology._route_literal`) asks this index for the
-wildcard bindings' queue names, beside `xroute.core.literal_routes` for the literal ones. The
+So `Topology.route`'s first route of a key (`Topology._route_literal`, its per-key part
+`_literal_names`, which a batch's first pass calls too) asks this index for the wildcard
+bindings' queue names, beside `xroute.core.literal_routes` for the literal ones. The
 exchange makes it on its first wildcard binding of a queue with a catch-all pattern, from the
 bindings it has, and keeps it from then on (a toggled ``#`` binding must not rebuild it);
 without such a binding it would only double the wildcard bindings' memory. While a wildcard
@@ -94,7 +95,7 @@ class WildcardQueues:
         #: Wildcard bindings to exchanges: while there is one, the route takes the full walk.
         self.exchange_bindings = 0
         #: A valid routing key -> the queue names of the wildcard bindings that match it (one
-        #: frozenset of str). Read inline by `Topology._route_literal`; replaced on change.
+        #: frozenset of str). Read inline by `Topology._literal_names`; replaced on change.
         self.match: Callable[[str], frozenset[str]] = self._current()
 
     def add(self, pattern: str, kind: str, name: str, words: tuple[str, ...] | None = None
