@@ -295,16 +295,14 @@ class AutoEngine(BatchKernel, DfaEngine):
                 return False
         return destination in node.destinations
 
-    def holds_pair(self, words: Words, destination: Hashable, pattern: str) -> bool | None:
+    def holds_pair(self, words: Words, destination: Hashable, pattern: str) -> bool:
         """Whether ``pattern`` (``words`` joined) is bound to ``destination``, where
-        destinations are shared (a `TopicMatcher` of queue names): from the literal index and
-        the catch-all shadow's patterns per destination, which between them hold every
-        binding; None where there is no shadow (destinations not shared)."""
-        if self._shadow is None:
-            return None
+        destinations are shared (a `TopicMatcher` of queue names; never told
+        `destinations_not_shared`): from the literal index and the catch-all shadow's
+        patterns per destination, which between them hold every binding."""
         if is_literal(words):
             return self._literal.holds(pattern, destination)
-        return self._shadow.holds(pattern, destination)
+        return self._shadow.holds(pattern, destination)  # type: ignore[union-attr]
 
     def bound_pairs(self) -> Iterator[tuple[str, Hashable]]:
         """Every (pattern, destination) bound, where `holds_pair` answers."""

@@ -496,19 +496,19 @@ class _HeldByEngine:
 
     __slots__ = ("_engine", "_pattern_of", "_count")
 
-    def __init__(self, engine: Any, pattern_of: Callable[[Any], str]) -> None:
+    def __init__(self, engine: Any, pattern_of: Callable[[Any], str] | None = None) -> None:
         self._engine = engine
         self._pattern_of = pattern_of
         self._count = 0
 
     def __contains__(self, destination: Any) -> bool:
-        pattern = self._pattern_of(destination)
+        pattern = self._pattern_of(destination)  # type: ignore[misc]
         return self._engine.holds(split_words(pattern), destination, pattern)
 
-    def add(self, destination: Any) -> None:
+    def add(self, entry: Any) -> None:
         self._count += 1
 
-    def remove(self, destination: Any) -> None:
+    def remove(self, entry: Any) -> None:
         self._count -= 1
 
     def __iter__(self) -> Iterator[Any]:
@@ -518,32 +518,18 @@ class _HeldByEngine:
         return self._count
 
 
-class _PairsHeldByEngine:
-    """The (pattern, destination) pairs of a matcher without ``pattern_of`` whose engine can
-    say whether it holds one and list them (``auto``, `AutoEngine.holds_pair`): the set's
-    operations the matcher uses, over the engine's own indexes and a count."""
+class _PairsHeldByEngine(_HeldByEngine):
+    """`_HeldByEngine` for a matcher without ``pattern_of`` (shared destinations): its
+    entries are (pattern, destination) pairs (`AutoEngine.holds_pair`, `bound_pairs`)."""
 
-    __slots__ = ("_engine", "_count")
-
-    def __init__(self, engine: Any) -> None:
-        self._engine = engine
-        self._count = 0
+    __slots__ = ()
 
     def __contains__(self, pair: tuple[str, Any]) -> bool:
         pattern, destination = pair
-        return bool(self._engine.holds_pair(split_words(pattern), destination, pattern))
-
-    def add(self, pair: tuple[str, Any]) -> None:
-        self._count += 1
-
-    def remove(self, pair: tuple[str, Any]) -> None:
-        self._count -= 1
+        return self._engine.holds_pair(split_words(pattern), destination, pattern)
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return self._engine.bound_pairs()
-
-    def __len__(self) -> int:
-        return self._count
 
 
 def _written(memo: KeyMemo, answers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
