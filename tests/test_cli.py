@@ -103,3 +103,27 @@ def test_demo_routes_the_smart_home_example():
     assert result.exit_code == EXIT_OK, result.output
     assert "floor_1.bedroom.temperature" in result.stdout
     assert "dead_letters" in result.stdout
+
+
+def test_an_error_raised_while_ctrl_c_is_handled_is_ctrl_c_one_line_and_exit_130():
+    """py4j, interrupted in a call, fails to cancel it and raises its own error with the
+    KeyboardInterrupt as context: the command still says it was stopped, exit 130."""
+    import click
+
+    from xroute.cli.app import EXIT_INTERRUPTED, XRouteGroup
+
+    def interrupted_call() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Gateway must be connected to send cancel cmd.") from None
+
+    group = XRouteGroup(name="x")
+    group.add_command(click.Command("cut", callback=interrupted_call))
+    group.add_command(click.Command("fails", callback=lambda: 1 / 0))
+    runner = CliRunner()
+    stopped = runner.invoke(group, ["cut"])
+    assert stopped.exit_code == EXIT_INTERRUPTED
+    assert stopped.output.strip() == "xroute: stopped (Ctrl-C)"
+    other = runner.invoke(group, ["fails"])  # any other error is not taken for Ctrl-C
+    assert isinstance(other.exception, ZeroDivisionError)

@@ -57,13 +57,23 @@ class XRouteGroup(click.Group):
                 click.echo(f"xroute: error: {needed}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             except KeyboardInterrupt:
-                logging.disable(logging.CRITICAL)  # the run has cleaned up on its way out
-                # A second Ctrl-C while the processes stop must not print a traceback.
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                sys.unraisablehook = lambda unraisable: None  # py4j's finalizers, at exit
-                self._stop_started(before)
-                click.echo("xroute: stopped (Ctrl-C)", err=True)
-                sys.exit(EXIT_INTERRUPTED)
+                self._interrupted(before)
+            except Exception as error:
+                # Ctrl-C during a py4j call: py4j's own handling of it fails in turn ("Gateway
+                # must be connected to send cancel cmd."), with the interrupt as its context.
+                if not _during_interrupt(error):
+                    raise
+                self._interrupted(before)
+
+    def _interrupted(self, before: set[int]) -> None:
+        """Ctrl-C: one line, the processes this command started stopped, exit 130."""
+        logging.disable(logging.CRITICAL)  # the run has cleaned up on its way out
+        # A second Ctrl-C while the processes stop must not print a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sys.unraisablehook = lambda unraisable: None  # py4j's finalizers, at exit
+        self._stop_started(before)
+        click.echo("xroute: stopped (Ctrl-C)", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
     def _stop_started(self, before: set[int]) -> None:
         """Stop the processes this command started (Spark's JVM, its workers, a local Connect
@@ -107,6 +117,19 @@ def quiet_interrupts() -> None:
 
 
 _python_show_warning = warnings.showwarning
+
+
+def _during_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` was raised while a Ctrl-C was being handled (a KeyboardInterrupt in
+    its chain of causes and contexts)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _show_warning(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
