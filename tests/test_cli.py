@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 
 from xroute import Topology
-from xroute.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_UNROUTABLE, cli
+from xroute.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNROUTABLE, cli
 from tests.test_definitions import EXPORT
 
 
@@ -110,7 +112,7 @@ def test_an_error_raised_while_ctrl_c_is_handled_is_ctrl_c_one_line_and_exit_130
     KeyboardInterrupt as context: the command still says it was stopped, exit 130."""
     import click
 
-    from xroute.cli.app import EXIT_INTERRUPTED, XRouteGroup
+    from xroute.cli.app import XRouteGroup
 
     def interrupted_call() -> None:
         try:
@@ -127,3 +129,33 @@ def test_an_error_raised_while_ctrl_c_is_handled_is_ctrl_c_one_line_and_exit_130
     assert stopped.output.strip() == "xroute: stopped (Ctrl-C)"
     other = runner.invoke(group, ["fails"])  # any other error is not taken for Ctrl-C
     assert isinstance(other.exception, ZeroDivisionError)
+
+
+_FINALIZER_SWALLOWS_CTRL_C = """
+import os, signal, sys, time
+import xroute_launch
+from xroute.cli.app import cli
+
+@cli.command("probe")
+def probe():
+    class Finalized:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands while a finalizer runs
+            time.sleep(0.01)
+    Finalized()
+    time.sleep(30)
+    print("ran on after Ctrl-C")
+
+sys.argv = ["xroute", "probe"]
+xroute_launch.main()  # as the `xroute` script starts
+"""
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command():
+    """Python swallows a KeyboardInterrupt raised inside ``__del__`` ("Exception ignored"):
+    the command delivers it again, so it stops with one line and exit 130, not runs on."""
+    done = subprocess.run([sys.executable, "-c", _FINALIZER_SWALLOWS_CTRL_C],
+                          capture_output=True, text=True, timeout=60)
+    assert "ran on" not in done.stdout, done.stderr
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.strip() == "xroute: stopped (Ctrl-C)"

@@ -5,6 +5,7 @@ busy in its shutdown hooks, can miss (issue 38: 3 of 3 interrupted start-ups lef
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -12,6 +13,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 STOP_GRACE_S = 3.0  # SIGTERM first: a JVM's shutdown hooks get this long before SIGKILL
+STOP_ROUNDS = 3  # look again for processes started while the others stopped
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 
 def descendants(pid: int | None = None) -> list[int]:
@@ -38,20 +41,39 @@ def descendants(pid: int | None = None) -> list[int]:
 def stop_descendants(grace: float = STOP_GRACE_S, keep: Collection[int] = ()) -> list[int]:
     """Stop every process this one started, but those in ``keep`` and theirs (SIGTERM, then
     SIGKILL after ``grace`` seconds for those still there); the pids that were found. For the
-    command line, which owns its process: a library call leaves its caller's processes be."""
+    command line, which owns its process: a library call leaves its caller's processes be.
+
+    It looks again after each round: a process may start one while it is being stopped (the
+    JVM a Python worker), which `adopt_orphans` keeps below this one."""
     spared = set(keep)
     for pid in keep:
         spared.update(descendants(pid))
-    started = [pid for pid in descendants() if pid not in spared]
-    for pid in started:
-        _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(pid) for pid in started):
-        time.sleep(0.05)
-    for pid in started:
-        if _alive(pid):
-            _signal(pid, signal.SIGKILL)
-    return started
+    stopped: list[int] = []
+    for _ in range(STOP_ROUNDS):
+        started = [pid for pid in descendants() if pid not in spared and _alive(pid)]
+        if not started:
+            break
+        for pid in started:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(pid) for pid in started):
+            time.sleep(0.05)
+        for pid in started:
+            if _alive(pid):
+                _signal(pid, signal.SIGKILL)
+        stopped += started
+    return stopped
+
+
+def adopt_orphans() -> None:
+    """Make this process the parent of any orphan below it (Linux's child subreaper): a
+    Python worker whose JVM was stopped first is then still found by `descendants`, not
+    handed to init and left running. Nothing happens where the call does not exist."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _signal(pid: int, signum: int) -> None:
