@@ -20,7 +20,7 @@ from xroute.core.keys import split_words
 from xroute.engines import DEFAULT_ENGINE, auto, compiled
 from xroute.engines.bitmap import BitmapEngine
 from xroute.engines.cache import ROUTE_CACHE_MAX, RouteCache
-from xroute.engines.dfa import DfaEngine
+from xroute.engines.dfa import DfaEngine, _SelfLoop
 from xroute.engines.reference import ReferenceEngine
 from xroute.engines.trie import step, step_labelled, step_unlabelled
 
@@ -349,6 +349,39 @@ def test_dfa_builds_in_two_parts_until_half_full_then_steps_whole():
     assert any(state.base is not None for roomy, state in built if roomy)
     late = [state for roomy, state in built if not roomy]
     assert late and all(state.base is None for state in late)
+
+
+def test_dfa_every_transition_built_leads_to_the_state_a_step_gives():
+    # `_advance` sends a word that labels trie edges, but none of the state's nodes', to the
+    # state's unlabelled transition without stepping; `_intern` makes states without
+    # ``__init__`` and tests for '#' tails in a loop: every transition and unlabelled
+    # transition must still be the state of `step` (of `step_unlabelled`), every answer exact.
+    patterns = ["a.*.c", "b.x.#", "*.x", "a.#.x", "#.y.z", "c.c.c", "*.*.#", "x.#", "y.*"]
+    engine, reference = DfaEngine(), ReferenceEngine()
+    engine.small_state = 0  # built in two parts even from small states, as `auto`'s DFA
+    for i, pattern in enumerate(patterns):
+        engine.add(split_words(pattern), f"q{i}")
+        reference.add(split_words(pattern), f"q{i}")
+    words = ["a", "b", "c", "x", "y", "z", "q"]  # "q" labels no edge at all
+    rng = random.Random(5)
+    for _ in range(3_000):
+        key = ".".join(rng.choice(words) for _ in range(rng.randint(1, 7)))
+        assert engine.match(key) == reference.match(key), key
+    assert engine.stats()["dfa_resets"] == 0
+    states = list(engine._states.values())
+    assert any(state.base is not None for state in states)
+    for state in states:
+        if state.next.__class__ is _SelfLoop:
+            assert all(node.is_hash and not node.children and node.star is None
+                       for node in state)
+            continue
+        for word, following in state.next.items():
+            assert following is engine._states[frozenset(step(state, word))], word
+        if state.other is not None:
+            assert state.other is engine._states[frozenset(step_unlabelled(state))]
+        if state.destinations is not None:
+            assert state.destinations == frozenset(
+                d for node in state for d in node.destinations)
 
 
 def test_dfa_builds_long_chains_of_parts_without_recursing():
