@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from xroute.core.keys import split_words
+from xroute.core.keys import HASH, STAR, split_words
 from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.catch_all import CatchAllShadow
 from xroute.engines.compiled import BatchKernel
@@ -150,7 +150,8 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def add(self, words: Words, destination: Hashable, pattern: str | None = None) -> None:
         shadow = self._shadow
-        if is_literal(words):
+        # hot: every bind of a topology's topic exchange (bind rate): `is_literal`, inline
+        if STAR not in words and HASH not in words:
             self._literal.add(".".join(words) if pattern is None else pattern, destination)
             self._flat = None
             self._answers_changed()  # the wildcards' shapes and trie are as they were
