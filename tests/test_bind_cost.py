@@ -91,3 +91,25 @@ def test_routes_cached_before_a_declare_or_a_bind_are_dropped_by_it():
     fresh.declare_queue("q")
     fresh.bind("x", "q", "a.*")
     assert fresh.route("x", "a.b") == {"q"} and fresh.route("", "q") == {"q"}
+
+
+def _shape_as_it_was(words: tuple[str, ...]) -> tuple | None:
+    # `shape_of` before its one-loop form (comprehensions), the reference here
+    if "#" not in words:
+        return len(words), True, tuple(i for i, word in enumerate(words) if word != "*")
+    if words.count("#") > 1:
+        return None
+    cut = words.index("#")
+    positions = [i for i in range(cut) if words[i] != "*"]
+    positions += [i - len(words) for i in range(cut + 1, len(words)) if words[i] != "*"]
+    return len(words) - 1, False, tuple(positions)
+
+
+def test_shape_of_in_one_loop_is_the_shape_it_was():
+    from itertools import product
+
+    from xroute.engines.shapes import shape_of
+
+    for size in range(6):
+        for words in product(("a", "*", "#", ""), repeat=size):
+            assert shape_of(words) == _shape_as_it_was(words), words
