@@ -113,3 +113,39 @@ def test_shape_of_in_one_loop_is_the_shape_it_was():
     for size in range(6):
         for words in product(("a", "*", "#", ""), repeat=size):
             assert shape_of(words) == _shape_as_it_was(words), words
+
+
+def test_a_shared_auto_matcher_whose_trie_waits_answers_as_the_reference():
+    """`auto` over shared destinations (a topology's queue-name index) keeps its wildcard
+    patterns in the shapes alone until they stop serving, then makes the trie from its
+    catch-all shadow: floors that fall and rise while it waits, and a trie made midway (the
+    shapes refuse a pattern, or a floor rises), must leave every answer as it was."""
+    import random
+
+    from xroute.engines import TopicMatcher
+
+    rng = random.Random(36)
+    words = ["a", "b", "c"]
+    few = [f"{w}.*" for w in words] + [f"{w}.#" for w in words] + ["*.#", "#", "*.*.#"]
+    many = ["a.*.b", "*.b.#.c", "#.a", "a.#.b.#", "*.*.*.c", "c.*.*.*.#", "b.*.#.a", "*.c"]
+    keys = ["", "a", "b.c", "a.b.c", "c.a.b.a", "a.x.b", "x.b.y.c", "c.c.c.c.c", "b.q.z.a"]
+    queues = ["q1", "q2", "q3"]
+    for round_ in range(12):
+        expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+        live: set[tuple[str, str]] = set()
+        patterns = few + (many if round_ % 2 else many[:2])
+        for step in range(60):
+            pattern, queue = rng.choice(patterns), rng.choice(queues)
+            if (pattern, queue) in live:
+                for matcher in (expected, actual):
+                    matcher.remove(pattern, queue)
+                live.discard((pattern, queue))
+            else:
+                for matcher in (expected, actual):
+                    matcher.add(pattern, queue)
+                live.add((pattern, queue))
+            if step % 7 == 0:
+                assert [actual.match(key) for key in keys] == expected.match_many(keys), step
+        assert [actual.match(key) for key in keys] == expected.match_many(keys)
+        assert sorted(actual.bindings()) == sorted(live)
+        assert all(actual.has(pattern, queue) for pattern, queue in live)

@@ -525,8 +525,7 @@ class _PairsHeldByEngine(_HeldByEngine):
     __slots__ = ()
 
     def __contains__(self, pair: tuple[str, Any]) -> bool:
-        pattern, destination = pair
-        return self._engine.holds_pair(split_words(pattern), destination, pattern)
+        return self._engine.holds_pair(*pair)
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return self._engine.bound_pairs()
