@@ -60,13 +60,14 @@ class _Shape:
     destination each; 10k queues bound to ``broadcast.#`` make one frozenset, not 10k growing
     copies)."""
 
-    __slots__ = ("min_words", "exact", "positions", "take", "entries", "frozen")
+    __slots__ = ("min_words", "exact", "positions", "headed", "take", "entries", "frozen")
 
     def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...],
                  bare_singletons: bool = False) -> None:
         self.min_words = min_words  # words besides '#'; exactly these many if ``exact``
         self.exact = exact
         self.positions = positions
+        self.headed = positions[:1] == (0,)  # its patterns begin with a literal word
         # The literal words of a key or pattern, as one hashable value: the word itself for
         # one position, () for none, and for several the words joined by dots (no word holds
         # a dot). A string, not a tuple: a probe then compares one string with the kept one,
@@ -191,7 +192,8 @@ class ShapeIndex:
         if self._unshaped or len(self._counts) > MAX_SHAPES:  # not `usable` (inline)
             return False
         key = shape_of(words)
-        if key is None or (key not in self._counts and len(self._counts) >= MAX_SHAPES):
+        # (the count first: a shape key's hash is not cached, and `add` takes three)
+        if key is None or (len(self._counts) >= MAX_SHAPES and key not in self._counts):
             return False
         self.add(words, destination, key)
         return True
@@ -225,9 +227,11 @@ class ShapeIndex:
             self._copies[entry] = self._copies.get(entry, 0) + 1
         else:
             shape.entries.add(literal, destination)
-        self._unions.clear()
-        self._plans.clear()
-        if shape.positions[:1] == (0,):
+        if self._unions:  # (empty through a bulk bind: no call)
+            self._unions.clear()
+        if self._plans:
+            self._plans.clear()
+        if shape.headed:
             self._heads[words[0]] = self._heads.get(words[0], 0) + 1
         else:
             self._headless += 1
@@ -255,7 +259,7 @@ class ShapeIndex:
             shape.entries.remove(literal, destination)
         self._unions.clear()
         self._plans.clear()
-        if shape.positions[:1] == (0,):
+        if shape.headed:
             left = self._heads.pop(words[0]) - 1
             if left:
                 self._heads[words[0]] = left
