@@ -360,8 +360,9 @@ class Topology:
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
-        """The source exchange, the shared target, the arguments as a dict and frozen (the
-        binding's identity with the source and key), once every part is checked."""
+        """The source exchange, the shared target, the arguments as a dict (`NO_ARGUMENTS`
+        if none) and frozen (the binding's identity with the source and key), once every
+        part is checked."""
         # hot: every bind (`xroute bench engines --shapes`, bind rate): the usual case (a
         # plain str, no arguments) is told apart inline, without a call.
         if destination.__class__ is not str or destination.startswith(REPLY_TO_PREFIX):
@@ -387,7 +388,7 @@ class Topology:
         if arguments is None:
             arguments, frozen = NO_ARGUMENTS, ()  # shared: no table made a bind
         else:
-            arguments = _arguments(arguments, "binding")
+            arguments = shared_arguments(_arguments(arguments, "binding"))
             frozen = frozen_arguments(arguments) if arguments else ()
         # A `Destination` is a tuple: the shared one is found by a plain tuple, and made only
         # for a new target.
@@ -438,19 +439,20 @@ class Topology:
         )
         if self._bindings.find(source, target, routing_key, frozen) is not None:
             return []
+        kind = exchange.kind
         try:
-            exchange.kind.validate_binding(routing_key, arguments)
+            kind.validate_binding(routing_key, arguments)
         except SelectorError as error:
             # How the plugin refuses it depends on the version (`Profile.selector_refusal`).
             code = self.profile.selector_refusal
             raise error.replying(code, f"invalid JMS selector: {error}" if code == 406 else "")
-        kept = getattr(exchange.kind, "replay", None)
+        kept = getattr(kind, "replay", None)
         replays = self._replays(source, kept(target), target) if kept is not None else []
-        binding = Binding(source, target, routing_key, shared_arguments(arguments))
+        binding = Binding(source, target, routing_key, arguments)
         watchers = self._watchers if self._watched and self._watchers else None
         if watchers is not None:
             self._changing("binding", source)
-        exchange.kind.bind(binding)
+        kind.bind(binding)
         self._bindings.add(binding, frozen)
         if watchers is not None:
             for watcher in list(watchers):
