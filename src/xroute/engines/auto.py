@@ -319,7 +319,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         (with a ``*`` or ``#`` word or without), so the pattern is not split: asked on every
         wildcard bind of a topology's queue-name index (`xroute.core.wildcard_queues`)."""
         return (self._shadow.holds(pattern, destination)  # type: ignore[union-attr]
-                or self._literal.holds(pattern, destination))
+                or pattern in self._literal_keys and self._literal.holds(pattern, destination))
 
     def bound_pairs(self) -> Iterator[tuple[str, Hashable]]:
         """Every (pattern, destination) bound, where `holds_pair` answers."""
