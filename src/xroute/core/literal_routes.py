@@ -47,6 +47,8 @@ class LiteralRoutes:
         """A literal binding of ``key`` to destination (``kind``, ``name``) was made."""
         if kind != "queue":
             self.exchange_keys[key] = self.exchange_keys.get(key, 0) + 1
+        elif key not in self.frozen:  # a new key (most of a bulk bind): it has no member
+            self._names.add(key, name)
         elif name in self._names.members(key):
             pair = (key, name)
             self._repeats[pair] = self._repeats.get(pair, 1) + 1

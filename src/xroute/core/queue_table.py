@@ -15,6 +15,8 @@ from typing import Any
 
 from xroute.core.model import NO_ARGUMENTS, Destination, Queue
 
+_new_tuple = tuple.__new__
+
 
 class QueueTable(Mapping[str, Queue]):
     """Declared queues by name: a read-only mapping of name to `Queue` for readers; `declare`
@@ -33,7 +35,9 @@ class QueueTable(Mapping[str, Queue]):
                 arguments: dict[str, Any]) -> None:
         """Add a queue not declared yet (``arguments``: shared, `NO_ARGUMENTS` if empty)."""
         if durable is True and auto_delete is False and arguments is NO_ARGUMENTS:
-            self.held[name] = Destination("queue", name)
+            # what ``Destination("queue", name)`` does, without its Python ``__new__`` (half
+            # the time: a queue per binding declares as many as it binds)
+            self.held[name] = _new_tuple(Destination, ("queue", name))
         else:
             self.held[name] = Queue(name, durable, auto_delete, arguments)
 

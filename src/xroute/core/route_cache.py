@@ -134,7 +134,8 @@ class TopologyRouteCache:
         # frozenset values: nothing per entry that the collector tracks.
         self.own: dict[str, dict[str, frozenset[str]]] = {}
         # entry -> (queues, names of the exchanges its route visited or looked up), for the
-        # other routes
+        # other routes. While both ``own`` and ``entries`` are empty nothing is cached (every
+        # other table indexes them): `Topology` then skips its calls on a change.
         self.entries: dict[Entry, tuple[frozenset[str], tuple[str, ...]]] = {}
         # exchange name -> the entries whose route visited or looked it up (a dict as an
         # ordered set)

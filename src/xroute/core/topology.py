@@ -33,6 +33,7 @@ from xroute.core.literal_routes import EMPTY_NAMES
 from xroute.core.model import (
     ALTERNATE_EXCHANGE,
     DEFAULT_EXCHANGE,
+    NO_ARGUMENTS,
     Binding,
     Destination,
     DestinationType,
@@ -209,6 +210,9 @@ class Topology:
         # Whoever keeps state derived from the routes (a `BatchRouter`), told of each change
         # (`watch`); weak, so a dropped router is forgotten.
         self._watchers: weakref.WeakSet[Any] = weakref.WeakSet()
+        # Whether any watcher was ever added: a `WeakSet`'s truth is a Python call (80 ns),
+        # asked on every declare and bind, where this is an attribute read.
+        self._watched = False
         self._exchanges[DEFAULT_EXCHANGE] = Exchange(DEFAULT_EXCHANGE, "direct", None)
         for name, type_name in STANDARD_EXCHANGES.items():
             self.declare_exchange(name, type_name)
@@ -219,6 +223,7 @@ class Topology:
         source exchange's name, "exchange" or "queue"), and its ``binding_changed(binding,
         added)`` after a binding is made or removed."""
         self._watchers.add(watcher)
+        self._watched = True
 
     def _changing(self, what: str, name: str) -> None:
         for watcher in list(self._watchers):
@@ -302,14 +307,20 @@ class Topology:
         _check_name(name, "queue")
         if not name:
             raise InvalidArguments("a queue needs a name (server-named queues are not modelled)")
-        arguments = _arguments(arguments, f"queue {name!r}")
-        frozen_arguments(arguments)
-        if name not in self._queues:
-            if self._watchers:
+        # hot: a queue per binding (bind rate of the unicast, NATS and literal shapes): no
+        # arguments is the usual case, with nothing to check
+        if arguments is None:
+            arguments = NO_ARGUMENTS
+        else:
+            arguments = _arguments(arguments, f"queue {name!r}")
+            frozen_arguments(arguments)
+        if name not in self._queues.held:
+            if self._watched and self._watchers:
                 self._changing("queue", name)
             self._queues.declare(name, durable, auto_delete, shared_arguments(arguments))
-            if self._route_cache is not None:
-                self._route_cache.queue_changed(name, DEFAULT_EXCHANGE)
+            cache = self._route_cache
+            if cache is not None and (cache.own or cache.entries):  # else nothing to drop
+                cache.queue_changed(name, DEFAULT_EXCHANGE)
 
     def delete_exchange(self, name: str) -> None:
         """Delete an exchange and every binding from or to it."""
@@ -349,8 +360,9 @@ class Topology:
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
     ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
-        """The source exchange, the shared target, the arguments as a dict and frozen (the
-        binding's identity with the source and key), once every part is checked."""
+        """The source exchange, the shared target, the arguments as a dict (`NO_ARGUMENTS`
+        if none) and frozen (the binding's identity with the source and key), once every
+        part is checked."""
         # hot: every bind (`xroute bench engines --shapes`, bind rate): the usual case (a
         # plain str, no arguments) is told apart inline, without a call.
         if destination.__class__ is not str or destination.startswith(REPLY_TO_PREFIX):
@@ -359,7 +371,9 @@ class Topology:
         if source == DEFAULT_EXCHANGE:
             raise AccessRefused("bindings to or from the default exchange '' are not allowed")
         if destination_type == "queue":
-            if not isinstance(destination, str) or destination not in self._queues:
+            # the queue's `Destination` if of default properties (else its `Queue`), or None
+            target = self._queues.held.get(destination) if isinstance(destination, str) else None
+            if target is None:
                 raise UnknownQueue(destination, f"binding destination from {short_repr(source)}")
         elif destination_type == "exchange":
             self._exchange(destination, f"binding destination from {short_repr(source)}")
@@ -372,14 +386,13 @@ class Topology:
             )
         check_pattern(routing_key)
         if arguments is None:
-            arguments, frozen = {}, ()
+            arguments, frozen = NO_ARGUMENTS, ()  # shared: no table made a bind
         else:
-            arguments = _arguments(arguments, "binding")
+            arguments = shared_arguments(_arguments(arguments, "binding"))
             frozen = frozen_arguments(arguments) if arguments else ()
         # A `Destination` is a tuple: the shared one is found by a plain tuple, and made only
         # for a new target.
         if destination_type == "queue":
-            target = self._queues.held[destination]  # the queue's, if of default properties
             if target.__class__ is not Destination:
                 target = self._queues.destination(destination)
         else:
@@ -426,26 +439,28 @@ class Topology:
         )
         if self._bindings.find(source, target, routing_key, frozen) is not None:
             return []
+        kind = exchange.kind
         try:
-            exchange.kind.validate_binding(routing_key, arguments)
+            kind.validate_binding(routing_key, arguments)
         except SelectorError as error:
             # How the plugin refuses it depends on the version (`Profile.selector_refusal`).
             code = self.profile.selector_refusal
             raise error.replying(code, f"invalid JMS selector: {error}" if code == 406 else "")
-        kept = getattr(exchange.kind, "replay", None)
+        kept = getattr(kind, "replay", None)
         replays = self._replays(source, kept(target), target) if kept is not None else []
-        binding = Binding(source, target, routing_key, shared_arguments(arguments))
-        # A `WeakSet`'s truth is a Python call (half a µs): asked once a bind.
-        watchers = self._watchers if self._watchers else None
+        binding = Binding(source, target, routing_key, arguments)
+        watchers = self._watchers if self._watched and self._watchers else None
         if watchers is not None:
             self._changing("binding", source)
-        exchange.kind.bind(binding)
+        kind.bind(binding)
         self._bindings.add(binding, frozen)
         if watchers is not None:
             for watcher in list(watchers):
                 watcher.binding_changed(binding, True)
-        if self._route_cache is not None:
-            self._route_cache.binding_changed(source, exchange.type, routing_key)
+        cache = self._route_cache
+        # a bulk bind into a topology that has routed nothing: no call (nothing to drop)
+        if cache is not None and (cache.own or cache.entries):
+            cache.binding_changed(source, exchange.type, routing_key)
         return replays
 
     def _replays(

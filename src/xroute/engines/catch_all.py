@@ -164,6 +164,15 @@ class CatchAllShadow:
                 for pattern in held:  # type: ignore[union-attr]
                     yield pattern, destination
 
+    def held(self) -> Iterator[tuple[str, Hashable]]:
+        """Every wildcard (pattern, destination) the caller's matcher holds: those that the
+        floor it reflects for their destination does not cover."""
+        applied = self._applied
+        for pattern, destination in self.bindings():
+            floor = applied.get(destination)
+            if floor is None or not covered(tuple(pattern.split(".")), floor):
+                yield pattern, destination
+
     def stats(self) -> dict[str, int]:
         """Destinations bound with a catch-all, with any floor pattern, and the wildcard
         bindings their floors cover."""

@@ -93,6 +93,9 @@ class TopicMatcher:
         self._cache: RouteCache | None = RouteCache() if cache else None
         # An engine that keeps the pattern's text (``auto``'s literal keys) is handed it.
         self._takes_pattern: bool = getattr(self._engine, "takes_pattern", False)
+        # `wildcard_matcher`'s source, looked up once: asked after every wildcard binding of a
+        # topology's exchange and of its queue-name index
+        self._wildcard_function = getattr(self._engine, "wildcard_function", None)
         # The bindings: (pattern, destination) pairs, or the destinations alone where each
         # names its pattern (``pattern_of``).
         self._pattern_of = pattern_of
@@ -247,7 +250,7 @@ class TopicMatcher:
         of such answers to unite (`ShapeIndex.match_bare`; the caller tells them apart by
         class; only for destinations that are never frozensets, such as a topology's
         bindings)."""
-        current = getattr(self._engine, "wildcard_function", None)
+        current = self._wildcard_function
         return current(bare) if current is not None else None
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
@@ -525,8 +528,7 @@ class _PairsHeldByEngine(_HeldByEngine):
     __slots__ = ()
 
     def __contains__(self, pair: tuple[str, Any]) -> bool:
-        pattern, destination = pair
-        return self._engine.holds_pair(split_words(pattern), destination, pattern)
+        return self._engine.holds_pair(*pair)
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return self._engine.bound_pairs()

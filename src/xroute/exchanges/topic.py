@@ -7,7 +7,7 @@ from operator import attrgetter
 from typing import Any
 
 from xroute.core.errors import PreconditionFailed
-from xroute.core.keys import check_pattern, is_short_key, split_words
+from xroute.core.keys import HASH, STAR, is_short_key, split_words
 from xroute.core.literal_routes import LiteralRoutes
 from xroute.core.model import Binding
 from xroute.core.profiles import DEFAULT_PROFILE, Profile
@@ -46,9 +46,9 @@ class TopicExchange:
         self._fan_out: FanOutCounter | None = FanOutCounter()
 
     def validate_binding(self, routing_key: str, arguments: Mapping[str, Any]) -> None:
-        check_pattern(routing_key)
+        # The topology checked the key itself (`check_pattern`) just before.
         limit = self.max_hash_words
-        if limit is not None and split_words(routing_key).count("#") > limit:
+        if limit is not None and "#" in routing_key and split_words(routing_key).count("#") > limit:
             # RabbitMQ 4.3.5 and later: its trie grows exponentially in the number of '#'.
             raise PreconditionFailed(
                 f"binding key {routing_key!r} has more than {limit} '#' words; RabbitMQ 4.3.5 "
@@ -60,13 +60,14 @@ class TopicExchange:
         """Index a new binding (a `Binding` the topology made, its key checked): split once,
         and handed to the matcher without its checks (`TopicMatcher.add_new`)."""
         key = binding.routing_key
-        words = split_words(key)
+        words = tuple(key.split(".")) if key else ()  # `split_words`, inline: a call less
         self.matcher.add_new(key, words, binding)
-        if self.literal_routes is None:
+        literal_routes = self.literal_routes
+        if literal_routes is None:
             return
         kind, name = binding.destination
-        if is_literal(words):
-            self.literal_routes.add(key, kind, name)
+        if STAR not in words and HASH not in words:  # `is_literal`, inline
+            literal_routes.add(key, kind, name)
             return
         self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
         if self.wildcard_queues is not None:
