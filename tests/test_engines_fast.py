@@ -650,6 +650,23 @@ def test_auto_memo_finds_a_repeating_working_set_again_after_a_pause():
     assert stats["auto_memo_keys"] == len(keys)
 
 
+def test_auto_counts_the_batch_keys_the_key_memo_answered_toward_its_kernel(monkeypatch):
+    # Batches that repeat their keys are answered by the matcher's key memo before auto sees
+    # them; they still count as batch traffic, so the new keys after them get the kernel.
+    monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 200)
+    patterns = seed_patterns(100, seed=18)
+    matcher, expected = pair("auto", patterns)
+    repeated = pa.array(seed_keys(patterns, 40, seed=19), pa.string())
+    truth = expected.match_many(repeated.to_pylist())
+    for _ in range(6):  # 2 batches reach auto (the second fills the memo), 4 do not
+        assert decode(matcher, *matcher.match_many_ids(repeated)) == truth
+    assert matcher.stats()["auto_kernel_batches"] == 0
+    new = seed_keys(patterns, 40, seed=20)  # 80 + 160 + 40 keys: past the bar
+    assert decode(matcher, *matcher.match_many_ids(pa.array(new, pa.string()))) == (
+        expected.match_many(new))
+    assert matcher.stats()["auto_kernel_batches"] == 1
+
+
 def test_auto_warms_its_dfa_with_the_batch_that_flattens_the_trie(monkeypatch):
     monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 10)
     monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 10)

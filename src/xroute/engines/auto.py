@@ -16,10 +16,10 @@ lookup per word in the DFA. The rule, also in docs/engines.md:
   trie walk the DFA falls back to while it thrashes.
 - ``match_many_ids`` (ids asked for) with at least `AUTO_BATCH_MIN` keys: the kernel, which
   writes ids straight from Arrow's buffers, if its flat copy of the trie is current; otherwise
-  only once the keys of such batches since the last binding change reach
-  `AUTO_FLATTEN_AFTER`, because flattening the trie costs about as much as routing that many
-  new keys with the Python DFA; from `AUTO_BATCH_MIN_FLAT` keys once the flat trie is
-  current. While the wildcards go by shape, the kernel is the shape kernel
+  only once the keys of batches since the last binding change reach `AUTO_FLATTEN_AFTER`
+  (those the matcher's key memo answered count too: `batch_keys_answered`), because
+  flattening the trie costs about as much as routing that many new keys with the Python
+  DFA. While the wildcards go by shape, the kernel is the shape kernel
   (`xroute.engines.flat_shapes`: a hash probe per shape and one of the exact-key table, no
   trie walk), made once the batch keys reach a key per `AUTO_FLATTEN_NODES_PER_KEY` trie
   nodes. Smaller batches, and batches right after a change: the memo and the DFA (or the
@@ -49,13 +49,13 @@ from xroute.engines.literal import LiteralIndex, is_literal
 from xroute.engines.shapes import ShapeIndex
 from xroute.engines.trie import TrieEngine
 
-# Below this many keys a batch costs less through the warm DFA than the Arrow conversion and
-# kernel call (about 20 µs) plus the per-key sets that `match_many` must build anyway.
-AUTO_BATCH_MIN = 256
-# ... unless the kernel's flat trie is current already: then from this many keys. The DFA path
-# turns each distinct answer into an id array per batch, so a broadcast (10k queues a key)
-# in batches of 48 keys was 14 times slower there than in the kernel, which copies a kept list.
-AUTO_BATCH_MIN_FLAT = 32
+# Below this many keys a batch goes through the memo and the DFA, whose per-key cost beats the
+# Arrow conversion and kernel call (about 20 µs). From it, the kernel, once its arrays are made
+# (`_kernel_worth` says when): the DFA path turns each distinct answer into an id array per
+# batch, so a broadcast (10k queues a key) in batches of 48 keys was 14 times slower there than
+# in the kernel, which copies a kept list. (Only batches of 256 keys once made the arrays, so a
+# broadcast's 48-key batches never had them, 10 times slower than `compiled` for good.)
+AUTO_BATCH_MIN = 32
 # Flattening costs about 5 µs per trie node, and on keys it has not seen the Python DFA costs
 # about as much per key as flattening does per 10-100 nodes (both grow with the bindings; see
 # `xroute bench engines`): after about this many batch keys a fresh flat trie has paid for itself.
@@ -493,8 +493,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._unshadow()
         size = len(keys)
         current = self._flat if self._by_shape is None else self._flat_shapes
-        if (size >= AUTO_BATCH_MIN or (size >= AUTO_BATCH_MIN_FLAT and current is not None)
-                ) and self._kernel_worth(size, current is not None):
+        if size >= AUTO_BATCH_MIN and self._kernel_worth(size, current is not None):
             self._kernel_batches += 1
             if self._by_shape is not None:  # wildcards by shape: the shape kernel
                 if current is None:
@@ -593,6 +592,11 @@ class AutoEngine(BatchKernel, DfaEngine):
         if self._memo:
             self._memo = {}
             self._memo_cells = 0
+
+    def batch_keys_answered(self, keys: int) -> None:
+        """``keys`` keys of a batch were answered before reaching this engine (the matcher's
+        key memo): they count toward the kernel's bar as batch traffic (`_kernel_worth`)."""
+        self._batch_keys_since_change += keys
 
     def _kernel_worth(self, keys: int, current: bool) -> bool:
         """True if a batch of ``keys`` new keys should go through the kernel: its arrays are

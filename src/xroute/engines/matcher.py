@@ -144,6 +144,10 @@ class TopicMatcher:
             # ``auto`` keeps every pair in its own indexes: no set of pairs here (a tuple and
             # a set slot, about 90 bytes a binding).
             self._bindings = _PairsHeldByEngine(self._engine)
+        # Engines that choose a batch path by the batch keys since a change (``auto``: its
+        # compiled kernel) are told of the keys the key memo answered: else batches that repeat
+        # their keys would never count, and the keys new to it would go the slow way for good.
+        self._memo_answered = getattr(self._engine, "batch_keys_answered", None)
 
     @property
     def engine(self) -> str:
@@ -303,6 +307,8 @@ class TopicMatcher:
             answers, missed = np.full(len(keys), MISSING, dtype=np.int32), len(keys)
         else:
             answers, missed = memo.probe(data, key_offsets, everyone)
+            if self._memo_answered is not None and missed < len(keys):
+                self._memo_answered(len(keys) - missed)
             if not missed:
                 return _written(memo, answers)
         lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
