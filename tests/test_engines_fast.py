@@ -667,6 +667,21 @@ def test_auto_counts_the_batch_keys_the_key_memo_answered_toward_its_kernel(monk
     assert matcher.stats()["auto_kernel_batches"] == 1
 
 
+def test_auto_flattens_a_trie_that_holds_its_literal_keys_after_the_plain_bar(monkeypatch):
+    # The seed mix keeps its literal keys as paths of the flat trie (fewer than its nodes):
+    # no exact-key table to pay for, so the bar is AUTO_FLATTEN_AFTER (100 here), not a key
+    # per literal binding (135 here, above the batch's 120 keys).
+    monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 100)
+    monkeypatch.setattr(auto, "AUTO_FLATTEN_LITERALS_PER_KEY", 1)
+    patterns = seed_patterns(500, seed=21)
+    matcher, expected = pair("auto", patterns)
+    stats = matcher.stats()
+    assert not stats["auto_by_shape"] and 120 < stats["literal_keys"] < 1000
+    batch = seed_keys(patterns, 120, seed=22)
+    assert decode(matcher, *matcher.match_many_ids(batch)) == expected.match_many(batch)
+    assert matcher.stats()["auto_kernel_batches"] == 1
+
+
 def test_auto_warms_its_dfa_with_the_batch_that_flattens_the_trie(monkeypatch):
     monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 10)
     monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 10)
