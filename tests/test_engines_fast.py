@@ -709,6 +709,44 @@ def test_auto_waits_before_flattening_a_changed_trie(monkeypatch):
     assert matcher.stats()["auto_kernel_batches"] == 0  # 20 keys < AUTO_FLATTEN_AFTER
 
 
+def test_auto_counts_the_shape_entries_in_its_kernel_bar(monkeypatch):
+    # While the wildcards go by shape, the shape kernel's table holds the shapes' entries
+    # beside the literal keys: 200 sites' ``s{i}.*.temp`` (one shape, 200 entries) and 20
+    # literal topics make the bar (220 // 2 = 110 keys) where the trie's nodes alone (about
+    # 400 // 8 = 50) had the first 60-key batch of new keys make the arrays.
+    monkeypatch.setattr(auto, "AUTO_BATCH_MIN", 10)
+    monkeypatch.setattr(auto, "AUTO_FLATTEN_AFTER", 10)
+    patterns = [f"s{i}.*.temp" for i in range(200)] + [f"s{i}.f0.temp" for i in range(20)]
+    matcher, expected = pair("auto", patterns)
+    assert matcher.stats()["auto_by_shape"]
+    batches = [[f"s{n % 240}.f{n}.temp" if n % 3 else f"s{n % 20}.f0.temp"
+                for n in range(60 * b, 60 * b + 60)] for b in range(2)]
+    for batch in batches:
+        arrow = pa.array(batch, pa.string())
+        assert decode(matcher, *matcher.match_many_ids(arrow)) == expected.match_many(batch)
+        if batch is batches[0]:
+            assert matcher.stats()["auto_kernel_batches"] == 0  # 60 keys < 110
+    assert matcher.stats()["auto_kernel_batches"] == 1  # 120 keys: the shape kernel
+    assert matcher.stats()["auto_dfa_batches"] >= 1
+
+
+def test_auto_answers_a_literal_key_with_the_larger_answer_where_one_holds_the_other():
+    # A '#' answer of every queue holds a key's literal binding to one of them, and a key's
+    # literal bindings may hold its wildcard answer: that answer is the larger set itself,
+    # shared by every such key (a batch numbers it once), no union made per key.
+    matcher, expected = TopicMatcher(), TopicMatcher("reference")
+    for pattern, queue in [("#", "q1"), ("#", "q2"), ("a.b", "q2"), ("c.d", "q1"),
+                           ("x.*", "q3"), ("x.z", "q5")] + [("x.y", f"q{i}") for i in range(1, 5)]:
+        matcher.add(pattern, queue)
+        expected.add(pattern, queue)
+    keys = ["a.b", "c.d", "e.f", "x.y", "x.z", "x.w"]
+    assert [matcher.match(k) for k in keys] == expected.match_many(keys)
+    assert matcher.match("a.b") is matcher.match("c.d") is matcher.match("e.f")  # the '#' set
+    assert matcher.stats()["literal_unions"] == 1  # x.z's alone: {q5} and {q1, q2, q3}
+    batch = pa.array(keys * 6, pa.string())
+    assert decode(matcher, *matcher.match_many_ids(batch)) == expected.match_many(keys * 6)
+
+
 def test_dfa_walks_the_trie_while_its_automaton_thrashes():
     # 40k distinct user keys against user_N.* bindings: every key is new to the automaton,
     # so it fills up in fewer matches than it holds states and the engine bypasses it for a

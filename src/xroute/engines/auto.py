@@ -64,11 +64,11 @@ AUTO_FLATTEN_AFTER = 4096
 # key per this many trie nodes: EMQX's 80k filters are 160k nodes, a 0.4-s flattening that made
 # a fresh matcher's first batch of 8,000 keys 2.4 times slower than the plain trie walk.
 AUTO_FLATTEN_NODES_PER_KEY = 8
-# ... and after a key per this many literal bindings: their exact-key table costs about 1 µs a
-# key to make, half what a new key costs through the memo and the shapes (the kernel's key
-# costs a tenth of either), so NATS's 37k subjects
-# made a fresh matcher's first batch of 8,000 keys 2 times slower than single first routes,
-# and 100k literal bindings 3 times.
+# ... and after a key per this many literal bindings (and, while the wildcards go by shape,
+# shape entries): their exact-key table costs about 1 µs a key to make, half what a new key
+# costs through the memo and the shapes (the kernel's key costs a tenth of either), so NATS's
+# 37k subjects made a fresh matcher's first batch of 8,000 keys 2 times slower than single
+# first routes, and 100k literal bindings 3 times.
 AUTO_FLATTEN_LITERALS_PER_KEY = 2
 # Keys of the batch that flattens the trie also walked through the DFA: see `_warm_dfa`.
 AUTO_WARM_KEYS = 2048
@@ -607,10 +607,16 @@ class AutoEngine(BatchKernel, DfaEngine):
         literals, bar = len(self._literal_keys), AUTO_FLATTEN_AFTER
         if self._by_shape is not None:
             bar = max(bar, self._trie_nodes // AUTO_FLATTEN_NODES_PER_KEY)
-        # The literal keys' exact-key table is made by the shape kernel, and by the flat trie
-        # only where they outnumber its nodes (else they are paths of it, and a new key through
-        # the DFA costs 10-1,000 µs at the seed mix's 2-2,250 queues a key: waiting for
-        # 10k keys there left seed-100k's batches at 15k keys/s against `compiled`'s 263k).
-        if self._by_shape is not None or literals > LITERAL_TABLE_OVER * self._trie_nodes:
+            # The shape kernel's table holds the literal keys and the shapes' entries, made
+            # alike (an MQTT site's ``s{i}.*.temp`` and ``s{i}.floor{j}.#``: 20k entries
+            # beside 30k literal keys, 60 ms to make, paid by a fresh matcher's first pass of
+            # 20k keys that the memo and the shapes route in 50).
+            entries = literals + self._shapes.entry_count()
+            bar = max(bar, entries // AUTO_FLATTEN_LITERALS_PER_KEY)
+        elif literals > LITERAL_TABLE_OVER * self._trie_nodes:
+            # The flat trie makes the literal keys' exact-key table only where they outnumber
+            # its nodes (else they are paths of it, and a new key through the DFA costs
+            # 10-1,000 µs at the seed mix's 2-2,250 queues a key: waiting for 10k keys there
+            # left seed-100k's batches at 15k keys/s against `compiled`'s 263k).
             bar = max(bar, literals // AUTO_FLATTEN_LITERALS_PER_KEY)
         return self._batch_keys_since_change >= bar

@@ -22,6 +22,8 @@ from xroute.engines.frozen_sets import FrozenSets
 _FREEZE_NOW = 8
 # Unions kept, at most (each is a frozenset as large as its two parts): then forgotten whole.
 MAX_UNIONS = 16_384
+# `combine` tests whether one answer holds the other when it has at most this many members.
+SUBSET_TEST_MAX = 16
 
 
 def is_literal(words: tuple[str, ...]) -> bool:
@@ -62,6 +64,16 @@ class LiteralIndex:
         if literal.__class__ is not frozenset:  # STALE, or a member kept bare
             literal = self._sets.get(key)
         if not found:
+            return literal
+        # Where one holds the other (a '#' answer of every queue and a key's literal binding to
+        # one of them; an MQTT site's literal topic and '#' bound to one client queue) the
+        # larger is the answer: shared by every such key (a batch numbers it once), no union
+        # made per key (`Topology._literal_names` answers alike). A subset test checks sizes
+        # first, then each member of the smaller set: only a small one is tested, as a large
+        # pair's union is made once and kept.
+        if len(literal) <= SUBSET_TEST_MAX and literal <= found:
+            return found
+        if len(found) <= SUBSET_TEST_MAX and found <= literal:
             return literal
         pair = (literal, found)
         union = self._unions.get(pair)

@@ -418,6 +418,11 @@ class ShapeIndex:
         """The shapes, for `xroute.engines.flat_shapes` (only while `usable`)."""
         return list(self._shapes.values())
 
+    def entry_count(self) -> int:
+        """The entries of every shape (a shape's distinct literal parts): what the shape
+        kernel's table holds beside the literal keys (`xroute.engines.flat_shapes`)."""
+        return sum(len(shape.frozen) for shape in self._shapes.values())
+
     def stats(self) -> dict[str, int]:
         """How many shapes, and how many bindings have none (two ``#`` or more)."""
         return {"shapes": len(self._counts), "unshaped_bindings": self._unshaped,
