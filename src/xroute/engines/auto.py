@@ -22,7 +22,8 @@ lookup per word in the DFA. The rule, also in docs/engines.md:
   DFA. While the wildcards go by shape, the kernel is the shape kernel
   (`xroute.engines.flat_shapes`: a hash probe per shape and one of the exact-key table, no
   trie walk), made once the batch keys reach a key per `AUTO_FLATTEN_NODES_PER_KEY` trie
-  nodes. Smaller batches, and batches right after a change: the memo and the DFA (or the
+  nodes and a key per `AUTO_FLATTEN_LITERALS_PER_KEY` entries of its table (literal keys and
+  shape entries). Smaller batches, and batches right after a change: the memo and the DFA (or the
   shapes), flattened by `TopicMatcher` (one id array per distinct frozenset).
 
 The memo is bounded (`AUTO_MEMO_MAX_KEYS`, `AUTO_MEMO_MAX_CELLS`) and dropped whole on any
