@@ -747,6 +747,43 @@ def test_auto_answers_a_literal_key_with_the_larger_answer_where_one_holds_the_o
     assert decode(matcher, *matcher.match_many_ids(batch)) == expected.match_many(keys * 6)
 
 
+def test_auto_answers_keys_of_one_literal_destination_by_its_id():
+    # A batch's generic path answers a key that one literal binding alone matches by the id
+    # kept for it (no set read, no destination looked up); a key of two destinations, or
+    # that a wildcard binding matches too, goes the generic way. Kept through unbinds, a
+    # destination that leaves (its id freed) and a new one (that id again).
+    matcher, expected = TopicMatcher(), TopicMatcher("reference")
+
+    def both(change: str, pattern: str, destination: str) -> None:
+        getattr(matcher, change)(pattern, destination)
+        getattr(expected, change)(pattern, destination)
+
+    for i in range(40):
+        both("add", f"k.{i}", f"q{i % 10}")
+    both("add", "k.3", "q99")  # two destinations
+    both("add", "k.7.#", "w")  # a wildcard that matches k.7 too
+    both("add", "z.*", "w")
+    keys = [f"k.{i}" for i in range(45)] + ["z.1", "k.7.x"]
+
+    def assert_batches_equal_reference() -> None:
+        truth = expected.match_many(keys)
+        assert decode(matcher, *matcher.match_many_ids(keys)) == truth
+        assert decode(matcher, *matcher.match_many_ids(pa.array(keys, pa.string()))) == truth
+
+    assert_batches_equal_reference()
+    assert matcher.stats()["auto_literal_id_keys"] == 2 * 38  # 40 but k.3 and k.7, twice
+    both("remove", "k.3", "q99")  # one destination again
+    both("remove", "k.4", "q4")  # none
+    for i in (5, 15, 25, 35):  # q5 leaves: its id is freed...
+        both("remove", f"k.{i}", "q5")
+    both("add", "k.5", "new")  # ...and taken by a new destination
+    both("add", "k.15", "q1")
+    before = matcher.stats()["auto_literal_id_keys"]
+    assert_batches_equal_reference()
+    # k.3 back, k.4 and q5's four gone, k.5 and k.15 bound again: 38 + 1 - 1 - 4 + 2 = 36
+    assert matcher.stats()["auto_literal_id_keys"] - before == 2 * 36
+
+
 def test_dfa_walks_the_trie_while_its_automaton_thrashes():
     # 40k distinct user keys against user_N.* bindings: every key is new to the automaton,
     # so it fills up in fewer matches than it holds states and the engine bypasses it for a

@@ -197,3 +197,49 @@ def test_flatten_of_sets_equal_apart_or_shared(answers, copies):
            for i in range(len(results))]
     assert got == results
     assert list(offsets[1:] - offsets[:-1]) == [len(r) for r in results]
+
+
+# Mostly literal patterns over few words (keys bound to one destination, to two, to none;
+# now and then a wildcard over them), with unbinds: `auto`'s ids of keys of one literal
+# destination (`AutoEngine.single_literal_ids`) must follow every change.
+literal_words = st.lists(st.sampled_from(["a", "b", "c", "a", "b", "*", "#"]), min_size=1,
+                         max_size=3)
+literal_sessions = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), literal_words.map(".".join), destinations),
+        st.tuples(st.just("remove"), st.integers(0, 30)),
+        st.tuples(st.just("batch"), st.lists(literal_words.map(".".join), min_size=1,
+                                             max_size=40)),
+    ),
+    max_size=40,
+)
+
+
+@SETTINGS
+@given(ops=literal_sessions)
+def test_auto_ids_of_one_literal_destination_follow_every_change(ops):
+    import pyarrow as pa
+
+    expected, actual = TopicMatcher(engine="reference"), TopicMatcher(engine="auto")
+    live: list[tuple[str, str]] = []
+    for op in ops:
+        apply_binding_step(op, [expected, actual], live)
+        if op[0] == "batch":
+            batch = [key.replace("*", "x").replace("#", "y") for key in op[1]]
+            truth = expected.match_many(batch)
+            # The keys it answers by id alone: one literal destination, no wildcard match.
+            wildcards = TopicMatcher(engine="reference")
+            for pattern, destination in live:
+                if "*" in pattern or "#" in pattern:
+                    wildcards.add(pattern, destination)
+            single = sum(len({d for p, d in live if p == key}) == 1 and not wildcards.match(key)
+                         for key in batch)
+            before = actual.stats()["auto_literal_id_keys"]
+            for keys_given in (batch, pa.array(batch, pa.string())):
+                offsets, ids = actual.match_many_ids(keys_given)
+                names = actual.destinations()
+                got = [frozenset(names[j] for j in ids[offsets[i] : offsets[i + 1]])
+                       for i in range(len(batch))]
+                assert got == truth, f"bindings {live!r}, keys {batch!r}"
+                if keys_given is batch:  # a list: every key reaches the engine
+                    assert actual.stats()["auto_literal_id_keys"] - before == single

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,7 @@ from xroute.engines.compiled import LITERAL_TABLE_OVER, BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
 from xroute.engines.literal import LiteralIndex, is_literal
-from xroute.engines.shapes import ShapeIndex
+from xroute.engines.shapes import ShapeIndex, match_nothing
 from xroute.engines.trie import TrieEngine
 
 # Below this many keys a batch goes through the memo and the DFA, whose per-key cost beats the
@@ -124,6 +125,13 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._literal = LiteralIndex()
         # Its keys, looked up inline: a method call per key cost 15% of a warm DFA walk.
         self._literal_keys = self._literal.keys
+        # Literal key -> the id of its one destination (`TopicMatcher`'s numbering), for the
+        # keys bound to one destination: a batch's first pass answers such a key with one
+        # look-up, where its set and then the destination's id cost two more, cold in memory
+        # (`single_literal_ids`). Kept while every literal binding's destination has its id
+        # when bound (a matcher that numbers destinations from the start); None otherwise.
+        self._literal_ids: dict[str, int] | None = {}
+        self._literal_id_keys = 0  # keys answered that way (`stats`)
         # The wildcard patterns by shape as well (xroute.engines.shapes): while they have few
         # shapes, a key's wildcard answer is a dict lookup per shape, and the DFA is not used.
         # (made again from the trie after it dropped its entries for having too many shapes)
@@ -160,7 +168,10 @@ class AutoEngine(BatchKernel, DfaEngine):
         shadow = self._shadow
         # hot: every bind of a topology's topic exchange (bind rate): `is_literal`, inline
         if STAR not in words and HASH not in words:
-            self._literal.add(".".join(words) if pattern is None else pattern, destination)
+            key = ".".join(words) if pattern is None else pattern
+            if self._literal_ids is not None:
+                self._literal_id_added(key, destination)
+            self._literal.add(key, destination)
             self._flat = None
             self._answers_changed()  # the wildcards' shapes and trie are as they were
             return
@@ -187,7 +198,10 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flush_pending()
         shadow = self._shadow
         if is_literal(words):
-            self._literal.remove(".".join(words), destination)
+            key = ".".join(words)
+            self._literal.remove(key, destination)
+            if self._literal_ids is not None:
+                self._literal_id_removed(key)
             self._flat = None
         elif shadow is None:
             self._remove_wildcard(words, destination)
@@ -215,6 +229,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._shadow = None
         self._literal = LiteralIndex(bare_singletons=True)
         self._literal_keys = self._literal.keys
+        self._literal_ids = {} if self._numbering is not None else None
         self._shapes = ShapeIndex(self.patterns, bare_singletons=True)
         self._by_shape = self._shapes.matcher()
         self._bindings = bindings
@@ -519,6 +534,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             **self.kernel_stats(),
             "auto_kernel_batches": self._kernel_batches,
             "auto_dfa_batches": self._dfa_batches,
+            "auto_literal_id_keys": self._literal_id_keys,
             "auto_memo_keys": len(self._memo),
             "auto_memo_cells": self._memo_cells,
             "auto_memo_clears": self._memo_clears,
@@ -598,6 +614,50 @@ class AutoEngine(BatchKernel, DfaEngine):
         """``keys`` keys of a batch were answered before reaching this engine (the matcher's
         key memo): they count toward the kernel's bar as batch traffic (`_kernel_worth`)."""
         self._batch_keys_since_change += keys
+
+    def _literal_id_added(self, key: str, destination: Hashable) -> None:
+        """`_literal_ids` after a literal binding of ``key`` to ``destination`` (not made yet)."""
+        ids = self._literal_ids
+        if key in self._literal_keys:  # a second destination: the key's set answers it
+            ids.pop(key, None)  # type: ignore[union-attr]
+            return
+        number = None if self._numbering is None else self._numbering.get(destination)
+        if number is None:  # destinations are numbered later, or never: no map kept
+            self._literal_ids = None
+        else:
+            ids[key] = number  # type: ignore[index]
+
+    def _literal_id_removed(self, key: str) -> None:
+        """`_literal_ids` after a literal binding of ``key`` was removed."""
+        members = self._literal._sets.members(key)  # noqa: SLF001 (its own index)
+        if len(members) != 1:
+            self._literal_ids.pop(key, None)  # type: ignore[union-attr]
+            return
+        for member in members:
+            number = self._numbering.get(member)  # type: ignore[union-attr]
+            if number is None:
+                self._literal_ids = None
+            else:
+                self._literal_ids[key] = number  # type: ignore[index]
+
+    def single_literal_ids(self, keys: list[str]) -> np.ndarray | None:
+        """Per valid key (`TopicMatcher._match_ids`, a batch the kernel does not take): the
+        id of its one destination where one literal binding alone matches it (no wildcard
+        binding does), else -1. None where no key could be answered so (no such map kept)."""
+        ids = self._literal_ids
+        if not ids:
+            return None
+        found = np.fromiter(map(ids.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        if self._unshadowed:
+            self._unshadow()
+        if self._by_shape is not match_nothing:  # wildcard bindings: they must match none
+            hit = np.flatnonzero(found >= 0)
+            wildcards = self.match_wildcards
+            matched = np.fromiter(map(len, map(wildcards, [keys[i] for i in hit.tolist()])),
+                                  dtype=np.int64, count=len(hit))
+            found[hit[matched > 0]] = -1
+        self._literal_id_keys += int(np.count_nonzero(found >= 0))
+        return found
 
     def _kernel_worth(self, keys: int, current: bool) -> bool:
         """True if a batch of ``keys`` new keys should go through the kernel: its arrays are

@@ -148,6 +148,9 @@ class TopicMatcher:
         # compiled kernel) are told of the keys the key memo answered: else batches that repeat
         # their keys would never count, and the keys new to it would go the slow way for good.
         self._memo_answered = getattr(self._engine, "batch_keys_answered", None)
+        # An engine that can answer keys bound to one literal destination by its id alone
+        # (``auto``): a batch's generic path asks it first (`_match_ids`).
+        self._single_literal_ids = getattr(self._engine, "single_literal_ids", None)
 
     @property
     def engine(self) -> str:
@@ -191,14 +194,14 @@ class TopicMatcher:
         ``binding`` is its entry in the set of bindings, if `add` made it already."""
         if binding is None:
             binding = destination if self._pattern_of is not None else (pattern, destination)
+        if self._ids_kept:  # first: the engine may keep the destination's id (``auto``)
+            self._count_destination(destination, +1)
         if self._takes_pattern:
             self._engine.add(words, destination, pattern)
         else:
             self._engine.add(words, destination)
         self._bindings.add(binding)
         self._memo = None  # every key's answer may change: the next batch starts a new one
-        if self._ids_kept:
-            self._count_destination(destination, +1)
         if self._cache is not None:
             self._cache.added(words, destination)
 
@@ -358,7 +361,27 @@ class TopicMatcher:
                 return found
         if not isinstance(keys, list):
             keys = keys.to_pylist()
-        return self._flatten(self._match_checked(keys))
+        single = None if self._single_literal_ids is None else self._single_literal_ids(keys)
+        if single is None:
+            return self._flatten(self._match_checked(keys))
+        # Keys that one literal binding alone matches have their id already (one look-up of
+        # the key, where their set and the destination's id are two more, cold in memory:
+        # NATS's and a literal exchange's first pass); the others go the generic way, and
+        # `write_answers` lays both out (an answer below 0 is one id, ``-2 - answer``).
+        rest = np.flatnonzero(single < 0)
+        if not len(rest):
+            return np.arange(len(keys) + 1, dtype=np.int64), single.astype(np.int32)
+        rest_offsets, rest_ids = self._flatten(self._match_checked(
+            [keys[i] for i in rest.tolist()]))
+        answers = (-2 - single).astype(np.int32)
+        answers[rest] = np.arange(len(rest), dtype=np.int32)
+        sizes = np.ones(len(keys), dtype=np.int64)
+        sizes[rest] = np.diff(rest_offsets)
+        offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        ids = np.empty(int(offsets[-1]), dtype=np.int32)
+        key_memo.kernel().write_answers(answers, rest_offsets, rest_ids, offsets, ids)
+        return offsets, ids
 
     def destinations(self) -> list[Any]:
         """The destination of each id that `match_many_ids` returns (a fresh list).

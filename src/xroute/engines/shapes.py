@@ -295,7 +295,7 @@ class ShapeIndex:
     def _make_matcher(self, bare: bool) -> Callable[[str], Any]:
         if not self._shapes:
             # No wildcard binding at all (a direct-like topic exchange): no key is split.
-            return _match_nothing
+            return match_nothing
         if len(self._shapes) != 1:
             return self.match_bare if bare else self.match
         (shape,) = self._shapes.values()
@@ -429,6 +429,6 @@ class ShapeIndex:
                 "shape_entries_dropped": self._dropped}
 
 
-def _match_nothing(key: str) -> frozenset:
+def match_nothing(key: str) -> frozenset:
     """`ShapeIndex.matcher` of an index with no pattern: nothing matches."""
     return EMPTY
