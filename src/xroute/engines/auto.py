@@ -643,20 +643,27 @@ class AutoEngine(BatchKernel, DfaEngine):
     def single_literal_ids(self, keys: list[str]) -> np.ndarray | None:
         """Per valid key (`TopicMatcher._match_ids`, a batch the kernel does not take): the
         id of its one destination where one literal binding alone matches it (no wildcard
-        binding does), else -1. None where no key could be answered so (no such map kept)."""
+        binding does), else -1. None where no key is answered so (no map kept, a pattern of
+        `#` alone, or no key of one literal destination): the generic path then, as it was."""
         ids = self._literal_ids
         if not ids:
             return None
-        found = np.fromiter(map(ids.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
         if self._unshadowed:
             self._unshadow()
-        if self._by_shape is not match_nothing:  # wildcard bindings: they must match none
+        wild = self._by_shape is not match_nothing
+        if wild and self.match_wildcards(""):
+            return None  # a pattern of '#' alone: every key matches a wildcard binding
+        found = np.fromiter(map(ids.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+        if wild:  # wildcard bindings: they must match none of the keys answered so
             hit = np.flatnonzero(found >= 0)
             wildcards = self.match_wildcards
             matched = np.fromiter(map(len, map(wildcards, [keys[i] for i in hit.tolist()])),
                                   dtype=np.int64, count=len(hit))
             found[hit[matched > 0]] = -1
-        self._literal_id_keys += int(np.count_nonzero(found >= 0))
+        answered = int(np.count_nonzero(found >= 0))
+        if not answered:
+            return None
+        self._literal_id_keys += answered
         return found
 
     def _kernel_worth(self, keys: int, current: bool) -> bool:
