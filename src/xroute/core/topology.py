@@ -458,9 +458,9 @@ class Topology:
         # hot: a bulk bind (bind rate, `xroute bench engines --shapes`). The usual binding (no
         # arguments, a short ASCII key, to a declared queue of default properties, from a
         # declared exchange other than the default one: `_binding_identity`'s checks, each
-        # passed, inline) of a key no binding holds yet (the table's own test, inline) goes
-        # without the calls that tell it apart; any other case takes the full path, whose
-        # checks come in RabbitMQ's order.
+        # passed, inline) goes without the calls that tell it apart, and a key no binding
+        # holds yet (the table's own test, inline) without `find`; any other case takes the
+        # full path, whose checks come in RabbitMQ's order.
         table = self._bindings
         exchange = self._exchanges.get(source) if source.__class__ is str else None
         target = (self._queues.held.get(destination)
@@ -470,9 +470,11 @@ class Topology:
             and arguments is None and routing_key.__class__ is str
             and len(routing_key) <= ALWAYS_SHORT and routing_key.isascii()
             and not destination.startswith(REPLY_TO_PREFIX)
-            and routing_key not in table.keyed and routing_key not in table.others
         ):
-            arguments, frozen, new_key = NO_ARGUMENTS, (), True
+            arguments, frozen = NO_ARGUMENTS, ()
+            new_key = routing_key not in table.keyed and routing_key not in table.others
+            if not new_key and table.find(source, target, routing_key, frozen) is not None:
+                return []
         else:
             exchange, target, arguments, frozen = self._binding_identity(
                 source, destination, routing_key, arguments, destination_type
