@@ -33,6 +33,9 @@ def test_contact_measures_with_the_collector_on_and_routes_what_reference_routes
     assert gc.isenabled()
     entry = contact.measure_shape(shape, repeats=2_000)
     assert entry["collector"] is True and gc.isenabled()
+    # the bind rate: the binds alone, the best of the builds; the whole build beside it
+    assert len(entry["bind_builds_per_s"]) == contact.BIND_BUILDS
+    assert entry["bind_per_s"] == max(entry["bind_builds_per_s"]) > entry["build_per_s"]
     assert entry["route_first"]["count"] == 300 and entry["route_repeat"]["count"] == 2_000
     for what in ("route_first", "route_repeat"):
         figures = entry[what]

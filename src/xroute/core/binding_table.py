@@ -36,36 +36,37 @@ def _frozen(binding: Binding) -> tuple:
 class BindingTable:
     """Bindings by identity (`find`), in the order they were added (`values`)."""
 
-    __slots__ = ("_table", "_others")
+    __slots__ = ("keyed", "others")
 
     def __init__(self) -> None:
         # binding key -> its binding that holds the key's string, or `identity` -> any other
-        self._table: dict[str | tuple, Binding] = {}
+        # (read inline by `Topology.bind`: a key in neither dict has no binding)
+        self.keyed: dict[str | tuple, Binding] = {}
         # binding key -> how many of its bindings are kept under a tuple (keys of one
         # binding, most of them, have no entry: `find` then knows the key's string is all)
-        self._others: dict[str, int] = {}
+        self.others: dict[str, int] = {}
 
     # hot: every bind (`xroute bench engines --shapes`, bind rate): a new key is one lookup
     def find(self, source: str, target: Destination, routing_key: str,
              frozen: tuple) -> Binding | None:
         """The binding of this identity (``target``: the topology's shared `Destination`;
         ``frozen``: the frozen arguments), or None."""
-        table = self._table
+        table = self.keyed
         first = table.get(routing_key)
         if first is not None and (
                 first.destination is target and first.source == source
                 and (not first.arguments if not frozen else _frozen(first) == frozen)):
             return first
-        if routing_key not in self._others:
+        if routing_key not in self.others:
             return None
         return table.get(identity(source, target, routing_key, frozen))
 
     def add(self, binding: Binding, frozen: tuple) -> None:
         """Add a binding that `find` does not know (``frozen``: its frozen arguments)."""
-        table = self._table
+        table = self.keyed
         key = binding.routing_key
         if key in table:
-            self._others[key] = self._others.get(key, 0) + 1
+            self.others[key] = self.others.get(key, 0) + 1
             table[identity(binding.source, binding.destination, key, frozen)] = binding
         else:
             table[key] = binding
@@ -73,13 +74,13 @@ class BindingTable:
     def remove(self, binding: Binding) -> None:
         """Remove a binding held here. Another binding of its key keeps its tuple: the key's
         string is free for the next binding of that key."""
-        table = self._table
+        table = self.keyed
         key = binding.routing_key
         if table.get(key) is binding:
             del table[key]
             return
         del table[identity(binding.source, binding.destination, key, _frozen(binding))]
-        others = self._others
+        others = self.others
         if others[key] > 1:
             others[key] -= 1
         else:
@@ -87,7 +88,7 @@ class BindingTable:
 
     def values(self) -> Iterator[Binding]:
         """Every binding, in the order they were added."""
-        return iter(self._table.values())
+        return iter(self.keyed.values())
 
     def __len__(self) -> int:
-        return len(self._table)
+        return len(self.keyed)

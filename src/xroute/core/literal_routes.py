@@ -29,7 +29,7 @@ FREEZE_NOW = 64
 class LiteralRoutes:
     """Routing key -> the frozenset of queue names its literal bindings lead to."""
 
-    __slots__ = ("_names", "frozen", "_repeats", "exchange_keys")
+    __slots__ = ("_names", "frozen", "_ones", "_repeats", "exchange_keys")
 
     def __init__(self) -> None:
         # Queue names: many keys lead to one queue alone (a client's topics), one frozenset.
@@ -37,6 +37,8 @@ class LiteralRoutes:
         # Key -> its queue names' frozenset, or STALE (then `names` makes it); read inline
         # by `Topology.route`.
         self.frozen = self._names.frozen
+        # Member -> its shared singleton (`FrozenSets`'s own table), read inline by `add`.
+        self._ones = self._names.singletons
         # (key, queue) -> its literal bindings, kept only where there are two or more (the
         # same key and queue with other arguments is another binding, to the same queue)
         self._repeats: dict[tuple[str, str], int] = {}
@@ -48,7 +50,10 @@ class LiteralRoutes:
         if kind != "queue":
             self.exchange_keys[key] = self.exchange_keys.get(key, 0) + 1
         elif key not in self.frozen:  # a new key (most of a bulk bind): it has no member
-            self._names.add(key, name)
+            # hot: `FrozenSets.add` of a new key, inline: the queue's shared singleton (an
+            # MQTT client's other topics), made for its first key
+            alone = self._ones.get(name)
+            self.frozen[key] = self._names.alone(name) if alone is None else alone
         elif name in self._names.members(key):
             pair = (key, name)
             self._repeats[pair] = self._repeats.get(pair, 1) + 1

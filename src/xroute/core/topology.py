@@ -304,16 +304,37 @@ class Topology:
         arguments: Mapping[str, Any] | None = None,
     ) -> None:
         """Declare a queue; redeclaring one changes nothing."""
+        # hot: a queue per binding (bind rate of the unicast, NATS and literal shapes): a
+        # short ASCII name (`_check_name`'s test, passed, inline) without arguments, declared
+        # already (nothing changes) or new, of default properties, without the calls below
+        queues = self._queues
+        if (
+            name.__class__ is str and name and len(name) <= ALWAYS_SHORT and name.isascii()
+            and arguments is None
+        ):
+            if name in queues.held:
+                return
+            if durable is True and auto_delete is False and not self._watched:
+                queues.declare(name, True, False, NO_ARGUMENTS)
+                cache = self._route_cache
+                if cache is not None and (cache.own or cache.entries):  # else nothing to drop
+                    cache.queue_changed(name, DEFAULT_EXCHANGE)
+            else:
+                self._declare_queue(name, durable, auto_delete, NO_ARGUMENTS)
+            return
         _check_name(name, "queue")
         if not name:
             raise InvalidArguments("a queue needs a name (server-named queues are not modelled)")
-        # hot: a queue per binding (bind rate of the unicast, NATS and literal shapes): no
-        # arguments is the usual case, with nothing to check
         if arguments is None:
             arguments = NO_ARGUMENTS
         else:
             arguments = _arguments(arguments, f"queue {name!r}")
             frozen_arguments(arguments)
+        self._declare_queue(name, durable, auto_delete, arguments)
+
+    def _declare_queue(self, name: str, durable: bool, auto_delete: bool,
+                       arguments: dict[str, Any]) -> None:
+        # `declare_queue` once every part is checked
         if name not in self._queues.held:
             if self._watched and self._watchers:
                 self._changing("queue", name)
@@ -434,11 +455,33 @@ class Topology:
         to no queue through the bound exchange, `ReplayFailed` is raised and nothing is bound,
         as the plugin refuses it (`xroute.exchanges.recent_history`).
         """
-        exchange, target, arguments, frozen = self._binding_identity(
-            source, destination, routing_key, arguments, destination_type
-        )
-        if self._bindings.find(source, target, routing_key, frozen) is not None:
-            return []
+        # hot: a bulk bind (bind rate, `xroute bench engines --shapes`). The usual binding (no
+        # arguments, a short ASCII key, to a declared queue of default properties, from a
+        # declared exchange other than the default one: `_binding_identity`'s checks, each
+        # passed, inline) goes without the calls that tell it apart, and a key no binding
+        # holds yet (the table's own test, inline) without `find`; any other case takes the
+        # full path, whose checks come in RabbitMQ's order.
+        table = self._bindings
+        exchange = self._exchanges.get(source) if source.__class__ is str else None
+        target = (self._queues.held.get(destination)
+                  if destination.__class__ is str and destination_type == "queue" else None)
+        if (
+            exchange is not None and source and target.__class__ is Destination
+            and arguments is None and routing_key.__class__ is str
+            and len(routing_key) <= ALWAYS_SHORT and routing_key.isascii()
+            and not destination.startswith(REPLY_TO_PREFIX)
+        ):
+            arguments, frozen = NO_ARGUMENTS, ()
+            new_key = routing_key not in table.keyed and routing_key not in table.others
+            if not new_key and table.find(source, target, routing_key, frozen) is not None:
+                return []
+        else:
+            exchange, target, arguments, frozen = self._binding_identity(
+                source, destination, routing_key, arguments, destination_type
+            )
+            if table.find(source, target, routing_key, frozen) is not None:
+                return []
+            new_key = False
         kind = exchange.kind
         try:
             kind.validate_binding(routing_key, arguments)
@@ -453,7 +496,10 @@ class Topology:
         if watchers is not None:
             self._changing("binding", source)
         kind.bind(binding)
-        self._bindings.add(binding, frozen)
+        if new_key:
+            table.keyed[routing_key] = binding  # `BindingTable.add` of a key's first binding
+        else:
+            table.add(binding, frozen)
         if watchers is not None:
             for watcher in list(watchers):
                 watcher.binding_changed(binding, True)

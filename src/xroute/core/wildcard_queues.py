@@ -84,7 +84,7 @@ class FanOutCounter:
 class WildcardQueues:
     """The wildcard bindings of one topic exchange, by queue name."""
 
-    __slots__ = ("_matcher", "_repeats", "exchange_bindings", "match")
+    __slots__ = ("_matcher", "_repeats", "exchange_bindings", "match", "_changed")
 
     def __init__(self, engine: str) -> None:
         # routed key by key only: no destination ids kept for batches
@@ -95,8 +95,11 @@ class WildcardQueues:
         #: Wildcard bindings to exchanges: while there is one, the route takes the full walk.
         self.exchange_bindings = 0
         #: A valid routing key -> the queue names of the wildcard bindings that match it (one
-        #: frozenset of str). Read inline by `Topology._literal_names`; replaced on change.
+        #: frozenset of str). Read inline by `Topology._literal_names`; after a change,
+        #: `_ask`, which asks the matcher for it on the first key it is given (a bulk bind
+        #: asks once, not once a binding).
         self.match: Callable[[str], frozenset[str]] = self._current()
+        self._changed = self._ask  # made once: stored on each change
 
     def add(self, pattern: str, kind: str, name: str, words: tuple[str, ...] | None = None
             ) -> None:
@@ -111,7 +114,7 @@ class WildcardQueues:
             return
         self._matcher.add_new(pattern, split_words(pattern) if words is None else words, name,
                               pair)
-        self.match = self._current()
+        self.match = self._changed
 
     def remove(self, pattern: str, kind: str, name: str) -> None:
         """A wildcard binding of ``pattern`` to (``kind``, ``name``), made before, was removed."""
@@ -122,11 +125,17 @@ class WildcardQueues:
         repeats = self._repeats.get(pair)
         if repeats is None:
             self._matcher.remove(pattern, name)
-            self.match = self._current()
+            self.match = self._changed
         elif repeats > 2:
             self._repeats[pair] = repeats - 1
         else:
             del self._repeats[pair]
+
+    def _ask(self, key: str) -> frozenset[str]:
+        """`match` after a change: the matcher's function as it stands now, kept until the
+        next change, and its answer for ``key``."""
+        match = self.match = self._current()
+        return match(key)
 
     def _current(self) -> Callable[[str], frozenset[str]]:
         # The exchange makes this index only over an engine that splits literal bindings off

@@ -173,14 +173,23 @@ class AutoEngine(BatchKernel, DfaEngine):
                 self._literal_id_added(key, destination)
             self._literal.add(key, destination)
             self._flat = None
-            self._answers_changed()  # the wildcards' shapes and trie are as they were
+            # `_answers_changed`, inline: the wildcards' shapes and trie are as they were
+            self._batch_keys_since_change = 0
+            self._flat_shapes = None
+            if self._memo:
+                self._memo = {}
+                self._memo_cells = 0
             return
         if shadow is None:
             if self._pending_patterns is not None:  # the trie waits for a reader
                 self._pending_patterns.append(".".join(words) if pattern is None else pattern)
                 self._pending_destinations.append(destination)
                 return  # `_by_shape` stays the flushing matcher: nothing else to drop
-            self._add_wildcard(words, destination)
+            # hot: `_add_wildcard`'s usual case, inline (a wildcard kept in the shapes alone)
+            if self._trie_deferred and self._shapes.add_if_usable(words, destination):
+                self._deferred += 1
+            else:
+                self._add_wildcard(words, destination)  # (asks the shapes again: refused)
         else:
             # A floor pattern (`xroute.engines.catch_all`) that lowers the destination's floor
             # takes the patterns it covers out of the trie and the shapes.
@@ -600,7 +609,12 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._by_shape = self._shapes.matcher()
         if self._by_shape is None and self._parents is None:
             self._parents = self._edges_by_word()
-        self._answers_changed()
+        # `_answers_changed`, inline (hot: every wildcard bind)
+        self._batch_keys_since_change = 0
+        self._flat_shapes = None
+        if self._memo:
+            self._memo = {}
+            self._memo_cells = 0
 
     def _answers_changed(self) -> None:
         """A binding changed: what is kept per key (the memo, the shape kernel) goes."""

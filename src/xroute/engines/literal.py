@@ -35,11 +35,12 @@ class LiteralIndex:
     """Routing key -> destinations of the literal bindings, each answer a shared frozenset
     (`xroute.engines.frozen_sets`)."""
 
-    __slots__ = ("_sets", "_frozen", "_unions", "keys")
+    __slots__ = ("_sets", "_frozen", "_unions", "keys", "_bare")
 
     def __init__(self, bare_singletons: bool = False) -> None:
         # ``bare_singletons``: destinations of one key each (see `FrozenSets`)
         self._sets = FrozenSets(_FREEZE_NOW, bare_singletons=bare_singletons)
+        self._bare = bare_singletons
         self._frozen = self._sets.frozen  # read inline by `combine`
         self._unions: dict[tuple[frozenset, frozenset], frozenset] = {}
         # The literal keys (``key in index.keys``), for callers that test before `combine`.
@@ -47,8 +48,14 @@ class LiteralIndex:
 
     def add(self, key: str, destination: Hashable) -> None:
         """Bind ``destination`` to the literal ``key`` (not bound there yet)."""
-        self._sets.add(key, destination)
-        self._unions.clear()
+        frozen = self._frozen
+        if (self._bare and key not in frozen and destination is not None
+                and destination.__class__ is not frozenset):
+            frozen[key] = destination  # hot: `FrozenSets.add` of a new key, kept bare, inline
+        else:
+            self._sets.add(key, destination)
+        if self._unions:  # (empty through a bulk bind: no call)
+            self._unions.clear()
 
     def remove(self, key: str, destination: Hashable) -> None:
         """Unbind ``destination`` from ``key`` (bound there)."""

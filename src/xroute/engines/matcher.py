@@ -200,7 +200,11 @@ class TopicMatcher:
             self._engine.add(words, destination, pattern)
         else:
             self._engine.add(words, destination)
-        self._bindings.add(binding)
+        bindings = self._bindings
+        if bindings.__class__ is set:
+            bindings.add(binding)
+        else:  # `_HeldByEngine.add`, inline: a count
+            bindings.count += 1  # type: ignore[union-attr]
         self._memo = None  # every key's answer may change: the next batch starts a new one
         if self._cache is not None:
             self._cache.added(words, destination)
@@ -524,28 +528,28 @@ class _HeldByEngine:
     it holds a (pattern, destination) binding and list what it holds (``auto``): the set's
     operations the matcher uses, over the engine's own indexes and a count."""
 
-    __slots__ = ("_engine", "_pattern_of", "_count")
+    __slots__ = ("_engine", "_pattern_of", "count")
 
     def __init__(self, engine: Any, pattern_of: Callable[[Any], str] | None = None) -> None:
         self._engine = engine
         self._pattern_of = pattern_of
-        self._count = 0
+        self.count = 0  # (raised inline by `TopicMatcher.add_new`)
 
     def __contains__(self, destination: Any) -> bool:
         pattern = self._pattern_of(destination)  # type: ignore[misc]
         return self._engine.holds(split_words(pattern), destination, pattern)
 
     def add(self, entry: Any) -> None:
-        self._count += 1
+        self.count += 1
 
     def remove(self, entry: Any) -> None:
-        self._count -= 1
+        self.count -= 1
 
     def __iter__(self) -> Iterator[Any]:
         return self._engine.bound_destinations()
 
     def __len__(self) -> int:
-        return self._count
+        return self.count
 
 
 class _PairsHeldByEngine(_HeldByEngine):

@@ -222,7 +222,9 @@ class ShapeIndex:
             else:
                 self._open.append(shape)
         literal = shape.take(words)
-        if destination in shape.entries.members(literal):
+        # A destination of one pattern (``bare_singletons``: a topology's `Binding`) is never
+        # added twice, so it has no copies to look for (hot: every wildcard bind).
+        if not self._bare and destination in shape.entries.members(literal):
             entry = (key, literal, destination)
             self._copies[entry] = self._copies.get(entry, 0) + 1
         else:

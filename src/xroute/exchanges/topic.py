@@ -36,9 +36,12 @@ class TopicExchange:
         # An engine that keeps literal bindings apart (``auto``) can match the wildcard ones
         # alone: the literal ones' queue names are then counted here, by key, and
         # `Topology.route` unites the two on a key's first route (`xroute.core.literal_routes`).
-        # The function is asked again after each wildcard binding change (it may change).
+        # The function may change with each wildcard binding change: after one,
+        # `match_wildcards` is `_wildcards_changed`, which asks for it on the first key it
+        # is given (a bulk bind asks once, not once a binding: three calls of a wildcard bind).
         self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
         self.literal_routes = LiteralRoutes() if self.match_wildcards is not None else None
+        self._wildcards_changed = self._ask_wildcards  # made once: stored on each change
         # The wildcard bindings by queue name, from the first queue bound with '#' on
         # (`xroute.core.wildcard_queues`): there such a queue's other bindings leave the trie.
         # Also from the first pattern bound to many queues (a broadcast: `FanOutCounter`).
@@ -69,10 +72,14 @@ class TopicExchange:
         if STAR not in words and HASH not in words:  # `is_literal`, inline
             literal_routes.add(key, kind, name)
             return
-        self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
+        self.match_wildcards = self._wildcards_changed
         if self.wildcard_queues is not None:
             self.wildcard_queues.add(key, kind, name, words)
-        elif kind == "queue" and (is_catch_all(words) or self._fans_out(key)):
+        # (`is_catch_all` and `_fans_out` inline in their usual answer: a catch-all begins
+        # with '#'; no counter once there is an index by queue)
+        elif kind == "queue" and (
+                words[0] == HASH and is_catch_all(words)
+                or self._fan_out is not None and self._fan_out.add(key)):
             self.wildcard_queues = WildcardQueues(self._engine)
             self._fan_out = None
             for pattern, bound in self.matcher.bindings():
@@ -87,15 +94,17 @@ class TopicExchange:
         if _is_literal(binding.routing_key):
             self.literal_routes.remove(binding.routing_key, kind, name)
             return
-        self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
+        self.match_wildcards = self._wildcards_changed
         if self.wildcard_queues is not None:
             self.wildcard_queues.remove(binding.routing_key, kind, name)
         elif kind == "queue" and self._fan_out is not None:
             self._fan_out.remove(binding.routing_key)
 
-    def _fans_out(self, pattern: str) -> bool:
-        # Counted while there is no index by queue (then it is kept for good).
-        return self._fan_out is not None and self._fan_out.add(pattern)
+    def _ask_wildcards(self, key: str) -> Any:
+        """`match_wildcards` after a wildcard binding change: the matcher's function as it
+        stands now, kept until the next change, and its answer for ``key``."""
+        match = self.match_wildcards = self.matcher.wildcard_matcher(bare=True)
+        return match(key)  # type: ignore[misc]
 
     @property
     def shares_results(self) -> bool:
