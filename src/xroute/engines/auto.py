@@ -643,7 +643,7 @@ class AutoEngine(BatchKernel, DfaEngine):
 
     def _literal_id_removed(self, key: str) -> None:
         """`_literal_ids` after a literal binding of ``key`` was removed."""
-        members = self._literal._sets.members(key)  # noqa: SLF001 (its own index)
+        members = self._literal.members(key)
         if len(members) != 1:
             self._literal_ids.pop(key, None)  # type: ignore[union-attr]
             return

@@ -94,6 +94,10 @@ class LiteralIndex:
         """Whether ``destination`` is bound to ``key``."""
         return destination in self._sets.members(key)
 
+    def members(self, key: str) -> Collection[Hashable]:
+        """The destinations bound to ``key`` as kept (empty if none), not copied."""
+        return self._sets.members(key)
+
     def items(self) -> Iterator[tuple[str, Collection[Hashable]]]:
         """Every (key, destinations) pair."""
         return self._sets.items()
