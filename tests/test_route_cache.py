@@ -3,7 +3,7 @@ it, whatever declares, binds, unbinds and deletes come between routes."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from xroute import Topology, XRouteError
@@ -237,6 +237,28 @@ def test_the_invalidation_key_test_equals_the_reference(pattern, key):
     from xroute.engines.reference import pattern_matches
 
     assert key_test(pattern)(key) == pattern_matches(split_words(pattern), split_words(key))
+
+
+@settings(max_examples=500, deadline=None)
+@given(pattern=st.lists(st.sampled_from(["a", "b", "ab", "*", "#", ""]), min_size=1,
+                        max_size=5).map(".".join),
+       keys=st.lists(st.lists(st.sampled_from(["a", "b", "ab", "ba", "", "c"]), max_size=5)
+                     .map(".".join), max_size=12, unique=True))
+@example(pattern=".#", keys=["", ".a", "a"])  # an empty first word is not an empty key
+@example(pattern="*.#", keys=["", "a", "a.b"])
+def test_the_keys_a_wildcard_change_drops_are_those_the_pattern_matches(pattern, keys):
+    """The prefilters (stem and dot, the longest literal word, the word count) and the
+    patterns they decide alone (``a.#``, ``*.#``) pick exactly the reference's keys."""
+    from xroute.core.keys import split_words
+    from xroute.core.route_cache import _matched_keys
+    from xroute.engines.reference import pattern_matches
+
+    words = split_words(pattern)
+    if "*" not in words and "#" not in words:
+        return  # a literal binding key drops its own key's route alone
+    expected = [key for key in keys if pattern_matches(words, split_words(key))]
+    assert _matched_keys(dict.fromkeys(keys), pattern, words) == expected
+    assert _matched_keys(keys, pattern, words) == expected
 
 
 def test_past_the_bound_a_wildcard_change_drops_the_routes_of_its_first_word_alone():

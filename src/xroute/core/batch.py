@@ -193,9 +193,12 @@ class BatchRouter:
         later while the bindings are still as they were routed, and drop what the change may
         alter."""
         with self._lock:
-            for routes in list(self._uncounted):
-                routes.count_hits()
-            self._uncounted = weakref.WeakSet()
+            # (A `WeakSet`'s truth is one Python call; its copy, to iterate it, and a new
+            # one cost 4-5 µs, a sixth of a bind between routes: only when routes wait.)
+            if self._uncounted:
+                for routes in list(self._uncounted):
+                    routes.count_hits()
+                self._uncounted = weakref.WeakSet()
             self._changes += 1
             if what == "binding":
                 # The routes of the exchanges from which ``name`` can be reached.

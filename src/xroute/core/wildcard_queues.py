@@ -116,15 +116,18 @@ class WildcardQueues:
                               pair)
         self.match = self._changed
 
-    def remove(self, pattern: str, kind: str, name: str) -> None:
-        """A wildcard binding of ``pattern`` to (``kind``, ``name``), made before, was removed."""
+    def remove(self, pattern: str, kind: str, name: str,
+               words: tuple[str, ...] | None = None) -> None:
+        """A wildcard binding of ``pattern`` (``words``, its split, if the caller has it) to
+        (``kind``, ``name``), made before, was removed."""
         if kind != "queue":
             self.exchange_bindings -= 1
             return
         pair = (pattern, name)
         repeats = self._repeats.get(pair)
-        if repeats is None:
-            self._matcher.remove(pattern, name)
+        if repeats is None:  # its only binding: the pair is in the matcher
+            self._matcher.remove_known(
+                pattern, split_words(pattern) if words is None else words, name)
             self.match = self._changed
         elif repeats > 2:
             self._repeats[pair] = repeats - 1

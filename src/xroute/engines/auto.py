@@ -203,17 +203,22 @@ class AutoEngine(BatchKernel, DfaEngine):
                 return  # covered by the destination's floor: no answer changes
         self._changed()
 
-    def remove(self, words: Words, destination: Hashable) -> None:
-        if self._pending_patterns is not None:
-            self._flush_pending()
-        shadow = self._shadow
-        if is_literal(words):
-            key = ".".join(words)
+    def remove(self, words: Words, destination: Hashable, pattern: str | None = None) -> None:
+        # hot: every unbind of a topology's topic exchange (a change between routes)
+        if STAR not in words and HASH not in words:  # `is_literal`, inline
+            key = ".".join(words) if pattern is None else pattern
             self._literal.remove(key, destination)
             if self._literal_ids is not None:
                 self._literal_id_removed(key)
             self._flat = None
-        elif shadow is None:
+            # The wildcards' trie, shapes and DFA are as they were (and any that wait for
+            # a reader still wait): only what is kept per key goes, as for a literal add.
+            self._answers_changed()
+            return
+        if self._pending_patterns is not None:
+            self._flush_pending()
+        shadow = self._shadow
+        if shadow is None:
             self._remove_wildcard(words, destination)
         else:
             held, rose = shadow.unbind(words, destination)

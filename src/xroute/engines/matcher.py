@@ -222,6 +222,30 @@ class TopicMatcher:
         if self._cache is not None:
             self._cache.removed(words, destination)
 
+    # hot: every `Topology.unbind` from a topic exchange (issue 36 goal 5: a change between
+    # routes), and its queue-name index's
+    def remove_known(self, pattern: str, words: tuple[str, ...], destination: Hashable) -> None:
+        """`remove` for a caller that knows ``pattern`` (split: ``words``) is bound to
+        ``destination``, a hashable value: a topology's topic exchange, whose binding the
+        topology found in its own table, and its queue-name index (which counts its pairs).
+        Without `remove`'s checks: the pattern's, the destination's, and whether the engine
+        holds the binding (a lookup in its indexes, cold in memory between routes)."""
+        if self._takes_pattern:
+            self._engine.remove(words, destination, pattern)
+        else:
+            self._engine.remove(words, destination)
+        bindings = self._bindings
+        if bindings.__class__ is set:
+            bindings.remove(destination if self._pattern_of is not None
+                            else (pattern, destination))
+        else:  # `_HeldByEngine.remove`, inline: a count
+            bindings.count -= 1  # type: ignore[union-attr]
+        self._memo = None
+        if self._ids_kept:
+            self._count_destination(destination, -1)
+        if self._cache is not None:
+            self._cache.removed(words, destination)
+
     def has(self, pattern: str, destination: Hashable) -> bool:
         """Whether ``pattern`` is bound to ``destination``."""
         return self._binding(pattern, _hashable(destination)) is not None
