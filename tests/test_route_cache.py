@@ -305,3 +305,66 @@ def test_routes_kept_through_a_sweep_are_still_found_by_a_wildcard_change():
         topology.route("amq.topic", key)
     topology.bind("amq.topic", "r", "b.#")
     assert all(topology.route("amq.topic", key) == {"q", "r"} for key in ("b.1", "b.2", "b.3"))
+
+
+def _cells_add_up(cache: TopologyRouteCache, exchange: str) -> None:
+    """An exchange's cells are its small routes' names and its held large sets' names."""
+    from xroute.core.route_cache import SHARED_NAMES
+
+    own = cache.own.get(exchange, {})
+    large = cache._large.get(exchange, {})
+    held = sum(map(len, large.values()))
+    assert getattr(cache, "_large_cells", {exchange: held}).get(exchange, 0) == held
+    small = sum(len(queues) for queues in own.values() if len(queues) <= SHARED_NAMES)
+    assert cache._own_cells.get(exchange, 0 if not own else -1) == small + held
+
+
+def test_a_broadcast_pattern_change_drops_its_first_word_routes_without_a_test_a_key(
+        monkeypatch):
+    """RabbitMQ 4.3's broadcast: ``b.#`` bound to 300 queues (an answer of more names than
+    `SHARED_NAMES`, counted once), changed between routes. Every cached key that begins with
+    ``b`` goes, the others stay, and no key is tested one by one (`key_test`): issue 36,
+    goal 5 (a bind between routes tested each cached key, 0.3-1 µs each)."""
+    import xroute.core.route_cache as route_cache
+
+    tests = []
+    real = route_cache.key_test
+
+    def counted(pattern):
+        test = real(pattern)
+
+        def each(key):
+            tests.append(key)
+            return test(key)
+
+        return each
+
+    monkeypatch.setattr(route_cache, "key_test", counted)
+    cached, plain = Topology(), Topology(route_cache=False)
+    for topology in (cached, plain):
+        topology.declare_exchange("x", "topic")
+        for i in range(300):
+            topology.declare_queue(f"q{i}")
+            topology.bind("x", f"q{i}", "b.#")
+        topology.declare_queue("c")
+        topology.bind("x", "c", "c.*")
+        topology.declare_queue("churn")
+    cache = cached._route_cache
+    keys = [f"b.k{i}" for i in range(20)] + ["b", "c.1", "c.2"]
+    for round in range(6):
+        for change in ("bind", "unbind"):
+            for key in keys:
+                assert cached.route("x", key) == plain.route("x", key)
+            _cells_add_up(cache, "x")
+            if round == 3:
+                cache.heads.setdefault("x", {})  # as past `precise_scan`: the index kept
+                for key in keys:
+                    cache.heads["x"].setdefault(key.partition(".")[0], {})[key] = None
+            for topology in (cached, plain):
+                getattr(topology, change)("x", "churn", "b.#")
+            assert set(cache.own["x"]) == {"c.1", "c.2"}  # the b keys went, precisely
+            _cells_add_up(cache, "x")
+    assert tests == []
+    cached.bind("x", "churn", "c.*")  # all there is: dropped whole
+    assert not cache.own["x"]
+    _cells_add_up(cache, "x")

@@ -201,10 +201,14 @@ class BatchRouter:
                 self._uncounted = weakref.WeakSet()
             self._changes += 1
             if what == "binding":
-                # The routes of the exchanges from which ``name`` can be reached.
-                for start in [s for s, reach in self._reachable.items() if name in reach]:
-                    self._memos.pop(start, None)
-                self._memos.pop(name, None)
+                # The routes of the exchanges from which ``name`` can be reached (none kept
+                # since the previous change, most often: then nothing to look for).
+                memos = self._memos
+                if memos:
+                    for start, reach in self._reachable.items():
+                        if name in reach:
+                            memos.pop(start, None)
+                    memos.pop(name, None)
                 return
             if what == "queue":
                 self._memos.pop(DEFAULT_EXCHANGE, None)  # routes to a queue by its name
@@ -217,8 +221,10 @@ class BatchRouter:
 
     def binding_changed(self, binding: Binding, added: bool) -> None:
         """Told by the topology after a binding was made or removed (`Topology.watch`)."""
+        kind, name = binding.destination
+        if kind == "queue" and not added:
+            return  # a removed binding keeps its number: nothing here changes (no lock)
         with self._lock:
-            kind, name = binding.destination
             if kind == "exchange":
                 into = self._leads_to.setdefault(binding.source, {})
                 into[name] = into.get(name, 0) + (1 if added else -1)

@@ -164,7 +164,7 @@ class TopologyRouteCache:
     __slots__ = (
         "max_size", "sweep_to", "max_cells", "hits", "misses", "evictions", "invalidations",
         "own", "entries", "_through", "_cells", "_own_cells", "heads", "precise_scan",
-        "_large",
+        "_large", "_large_cells",
     )
 
     def __init__(self, max_size: int = ROUTE_CACHE_MAX, sweep_to: int = ROUTE_CACHE_SWEEP,
@@ -193,6 +193,9 @@ class TopologyRouteCache:
         # routes held since the last sweep -> the set, held here (counted in the cells once,
         # not taken off when a route lets go: it is still kept here, until the next sweep)
         self._large: dict[str, dict[int, frozenset[str]]] = {}
+        # ... and their names summed, per exchange: the cells left once every route goes
+        # (`_clear_own`), without a look at each set (a broadcast holds one more a change)
+        self._large_cells: dict[str, int] = {}
         # exchange -> first word -> the keys of its `own` routes that begin with it (dicts as
         # ordered sets of str: untracked by the collector). Kept only for the exchanges where
         # a wildcard change found more than `precise_scan` routes: each of their first routes
@@ -251,6 +254,7 @@ class TopologyRouteCache:
                 size = 0
             else:
                 large[id(queues)] = queues
+                self._large_cells[exchange] = self._large_cells.get(exchange, 0) + size
         cells = self._own_cells[exchange] + size
         if len(own) >= self.max_size or cells > self.max_cells:
             cells = self._sweep_own(exchange, own)
@@ -280,6 +284,7 @@ class TopologyRouteCache:
         if id(queues) in large:
             return 0
         large[id(queues)] = queues
+        self._large_cells[exchange] = self._large_cells.get(exchange, 0) + len(queues)
         return len(queues)
 
     def _sweep_own(self, exchange: str, own: dict[str, frozenset[str]]) -> int:
@@ -290,6 +295,7 @@ class TopologyRouteCache:
         for old in list(islice(own, drop)):
             del own[old]
         self._large.pop(exchange, None)
+        self._large_cells.pop(exchange, None)
         cells = 0
         holders: dict[int, int] = {}  # large set -> the routes left that keep it
         for queues in own.values():
@@ -303,6 +309,7 @@ class TopologyRouteCache:
                 cells -= len(queues)
             elif holders[id(queues)] == 1:  # its last route: no longer held
                 del self._large[exchange][id(queues)]
+                self._large_cells[exchange] -= len(queues)
                 cells -= len(queues)
             else:
                 holders[id(queues)] -= 1
@@ -364,30 +371,55 @@ class TopologyRouteCache:
         whose key ``pattern`` matches, testing at most `precise_scan` keys."""
         heads = self.heads.get(source)
         candidates: Any = own
-        if heads is not None and words[0] != STAR and words[0] != HASH:
+        first = words[0]
+        if heads is not None and first != STAR and first != HASH:
             # the keys that begin with the pattern's first word, however few routes are kept
-            candidates = heads.get(words[0])
+            candidates = heads.get(first)
             if candidates is None:
                 return  # no cached key begins with the pattern's first word
+            # Too many to test, or a pattern that matches every key beginning with its first
+            # word (``broadcast.#``: a broadcast's every key, on each of its changes): that
+            # word's routes all go, without a test or a pop a key where they are all there is.
             if len(candidates) > self.precise_scan:
                 if 2 * len(candidates) > len(own):
                     self._drop_own(source)
                     self.heads[source] = {}
-                    return
-                self._pop_many(source, own, list(candidates))  # too many: that word's all go
+                else:
+                    self._pop_many(source, own, list(candidates))
+                return
+            if first and len(words) > 1 and all(word == HASH for word in words[1:]):
+                if len(candidates) == len(own):
+                    self._clear_own(source, own)
+                else:
+                    del heads[first]
+                    self._pop_many(source, own, list(candidates), indexed=False)
                 return
         elif len(own) > self.precise_scan:
             self._drop_own(source)  # too many to test: all go (and are indexed from now)
             self.heads[source] = {}
             return
         stale = _matched_keys(candidates, pattern, words)
-        if stale:
+        if not stale:
+            return
+        if len(stale) == len(own):
+            self._clear_own(source, own)
+        else:
             self._pop_many(source, own, stale)
 
-    def _pop_many(self, source: str, own: dict[str, frozenset[str]], keys: list[Any]) -> None:
+    def _clear_own(self, source: str, own: dict[str, frozenset[str]]) -> None:
+        """`_pop_many` of every one of ``source``'s own routes, in C: the large sets stay
+        held (and counted) until a sweep, as `_pop_many` leaves them."""
+        self.invalidations += len(own)
+        own.clear()
+        self._own_cells[source] = self._large_cells.get(source, 0)
+        if source in self.heads:
+            self.heads[source] = {}
+
+    def _pop_many(self, source: str, own: dict[str, frozenset[str]], keys: list[Any],
+                  indexed: bool = True) -> None:
         """`_pop_own` of each of ``keys`` (some of ``source``'s own routes), in one frame: a
-        call a key was a third of a wildcard change's upkeep here (a broadcast drops its
-        working set's every key on each change of ``broadcast.#``)."""
+        call a key was a third of a wildcard change's upkeep here. ``indexed=False``: the
+        caller took them out of `heads` already."""
         cells = dropped = 0
         for key in keys:
             queues = own.pop(key, None)
@@ -397,7 +429,7 @@ class TopologyRouteCache:
                     cells += len(queues)
         self._own_cells[source] -= cells
         self.invalidations += dropped
-        heads = self.heads.get(source) if self.heads else None
+        heads = self.heads.get(source) if self.heads and indexed else None
         if heads is not None:
             for key in keys:
                 head = key.partition(".")[0] if type(key) is str else key  # `_head`, inline
@@ -447,6 +479,7 @@ class TopologyRouteCache:
         self.own.clear()
         self._own_cells.clear()
         self._large.clear()
+        self._large_cells.clear()
         self.heads.clear()
         self.entries.clear()
         self._through.clear()
@@ -473,6 +506,7 @@ class TopologyRouteCache:
         self.invalidations += len(self.own.pop(exchange))
         del self._own_cells[exchange]
         self._large.pop(exchange, None)
+        self._large_cells.pop(exchange, None)
         if exchange in self.heads:
             self.heads[exchange] = {}
 
