@@ -15,10 +15,14 @@ tells the cache about every change, and the cache drops exactly the entries it m
   every entry that visited X. A binding that does not match a key leaves X's matches for that
   key, so the whole walk (alternates included), as it was. When more than
   `ROUTE_CACHE_PRECISE_SCAN` entries visited X, they are all dropped without tests, so one
-  change costs at most that many pattern tests (`key_test`, about 0.3 µs each); from then on
-  X's own routes are also indexed by their key's first word (`heads`), so that a pattern
-  whose first word is literal tests, or drops, only the routes of keys beginning with it
-  (MQTT's ``s{i}.floor{j}.#``: a site's few keys, not the exchange's 65k);
+  change tests at most that many keys; from then on X's own routes are also indexed by their
+  key's first word (`heads`), so that a pattern whose first word is literal tests, or drops,
+  only the routes of keys beginning with it (MQTT's ``s{i}.floor{j}.#``: a site's few keys,
+  not the exchange's 65k), however few routes are kept. A key is tested by C-level string
+  calls first (`_matched_keys`: the pattern's stem and a dot, its longest other literal
+  word, or the word count of a pattern of wildcards alone), `key_test` (about 0.3 µs) only
+  for those left; a first word and ``#`` (``broadcast.#``) drops that word's routes without
+  a test, and a change that drops every route of X clears them at once;
 - an exchange declared or deleted drops the entries whose route visited it or looked it up as
   an alternate exchange (a dangling alternate is ignored until it is declared);
 - a queue declared or deleted drops the route of its name through the default exchange (its
