@@ -209,8 +209,8 @@ class BatchRouter:
         self.bindings: list[Binding] = topology.bindings()
         self._exchanges: list[Exchange] = list(topology.exchanges.values())
         self._exchange_index = {exchange.name: i for i, exchange in enumerate(self._exchanges)}
-        # (built in C loops, as the tables below: a router of 100k bindings is made in
-        # about half the time of Python loops, which pays for numbering the answers)
+        # (built in C loops, as the tables below: they pay for part of numbering the
+        # answers, `_number_one_queue_answers`)
         self._queue_index = dict(zip(self.queues, range(len(self.queues))))
         # One-queue answers numbered by the sets themselves (`AnswersById`), the topology's
         # shared ones made so far numbered now; and by content (a set the table has not, or
