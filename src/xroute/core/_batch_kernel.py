@@ -120,3 +120,51 @@ def write_pairs(here, key_of, group_ids, starts, rows, into):
     for i in range(here.shape[0]):
         g = key_of[i]
         at = _append(here[i], group_ids, starts[g], starts[g + 1], rows, into, at)
+
+
+# The router's table of answer sets by identity (`xroute.core.batch.AnswersById`): open
+# addressing over the sets' addresses, each slot a row of two int64, (address, number), so
+# that a look-up reads one cache line (0: an empty slot; no object lives at address 0).
+
+
+@njit(cache=True, inline="always")
+def _address_slot(address, mask):
+    # Objects are 16-byte aligned: the low bits carry nothing.
+    return np.int64((np.uint64(address >> 4) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) \
+        & mask
+
+
+@njit(cache=True, nogil=True)
+def find_addresses(slots, addresses, out, missing):
+    """``out[i]``: the number kept for ``addresses[i]``, or ``missing``."""
+    mask = slots.shape[0] - 1
+    for i in range(addresses.shape[0]):
+        address = addresses[i]
+        slot = _address_slot(address, mask)
+        while True:
+            kept = slots[slot, 0]
+            if kept == address:
+                out[i] = slots[slot, 1]
+                break
+            if kept == 0:
+                out[i] = missing
+                break
+            slot = (slot + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def add_addresses(slots, addresses, numbers):
+    """Keep ``numbers[i]`` for ``addresses[i]`` (the table has room: at most half full
+    after); the count of addresses new to it."""
+    mask = slots.shape[0] - 1
+    added = 0
+    for i in range(addresses.shape[0]):
+        address = addresses[i]
+        slot = _address_slot(address, mask)
+        while slots[slot, 0] != 0 and slots[slot, 0] != address:
+            slot = (slot + 1) & mask
+        if slots[slot, 0] == 0:
+            added += 1
+        slots[slot, 0] = address
+        slots[slot, 1] = numbers[i]
+    return added

@@ -27,6 +27,8 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,6 +43,8 @@ from xroute.engines.compiled import utf8_buffers
 from xroute.engines.key_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo, SeenKeys
 from xroute.exchanges import STANDARD_TYPES
 
+_DESTINATION = attrgetter("destination")
+_KIND, _NAME = itemgetter(0), itemgetter(1)  # of a `Destination`
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
 _EMPTY_ANSWERS = np.zeros(0, dtype=np.int32)
 _EMPTY_QUEUES = np.zeros(0, dtype=np.int32)
@@ -55,6 +59,70 @@ class _IdTables(NamedTuple):
     binding: np.ndarray  # int64
     queue: np.ndarray  # int32
     exchange: np.ndarray  # int32
+
+
+class AnswersById:
+    """One-queue answer sets -> their numbers (``ONE_QUEUE - q``), by the sets' identity: a
+    compiled open-addressing table of their addresses (`xroute.core._batch_kernel`), one
+    cache line a look-up, looked up for a whole batch in one loop.
+
+    The topology hands out one shared frozenset a queue (`Topology.one_queue_answers`), and
+    the router numbers the ones made so far when it is made: a first route's answer is then
+    numbered without reading the queue's name or the queue-name table (a cold str and two
+    cold table lines a key, the most of a first pass's cost over single routes, measured on
+    `literal`, NATS and unicast). The sets are held, so that no other object takes an
+    address while it is in the table, and at most as many as `add` is told (then it starts
+    again empty: the topology makes its sets anew after some changes, and the ones it dropped
+    are held here until then). A set's number never goes stale: a queue keeps its number in
+    a router.
+    """
+
+    __slots__ = ("_held", "_slots")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every set."""
+        self._held: list[frozenset[str]] = []
+        self._slots = np.zeros((64, 2), dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def find(self, answers: list[Any]) -> np.ndarray:
+        """The number of each answer (int32), `MISSING` where the table has not its set."""
+        addresses = np.fromiter(map(id, answers), dtype=np.int64, count=len(answers))
+        out = np.empty(len(answers), dtype=np.int32)
+        if self._held:
+            _kernel().find_addresses(self._slots, addresses, out, MISSING)
+        else:
+            out.fill(MISSING)
+        return out
+
+    def add(self, sets: list[frozenset[str]], numbers: Sequence[int] | np.ndarray,
+            max_sets: int) -> None:
+        """Keep ``numbers[i]`` for one-queue set ``sets[i]``, holding at most ``max_sets``."""
+        if not sets:
+            return
+        if len(self._held) + len(sets) > max_sets:
+            self.clear()
+            if len(sets) > max_sets:
+                sets, numbers = sets[:max_sets], numbers[:max_sets]
+        held = len(self._held) + len(sets)
+        kernel = _kernel()
+        if 2 * held > len(self._slots):  # at most half full: short probe runs
+            size = 64
+            while size < 2 * held:
+                size *= 2
+            slots = np.zeros((size, 2), dtype=np.int64)
+            kept = self._slots[self._slots[:, 0] != 0]
+            kernel.add_addresses(slots, kept[:, 0].copy(), kept[:, 1].copy())
+            self._slots = slots
+        self._held += sets
+        kernel.add_addresses(
+            self._slots, np.fromiter(map(id, sets), dtype=np.int64, count=len(sets)),
+            np.asarray(numbers, dtype=np.int64))
 
 
 class BatchRoutes:
@@ -141,8 +209,17 @@ class BatchRouter:
         self.bindings: list[Binding] = topology.bindings()
         self._exchanges: list[Exchange] = list(topology.exchanges.values())
         self._exchange_index = {exchange.name: i for i, exchange in enumerate(self._exchanges)}
-        self._queue_index = {name: i for i, name in enumerate(self.queues)}
-        self._binding_index = {binding: i for i, binding in enumerate(self.bindings)}
+        # (built in C loops, as the tables below: they pay for part of numbering the
+        # answers, `_number_one_queue_answers`)
+        self._queue_index = dict(zip(self.queues, range(len(self.queues))))
+        # One-queue answers numbered by the sets themselves (`AnswersById`), the topology's
+        # shared ones made so far numbered now; and by content (a set the table has not, or
+        # a set of the walk, made anew a key): a queue keeps its number, so neither goes
+        # stale, and the second has at most one entry a queue.
+        self._answer_ids = AnswersById()
+        self._one_queue: dict[frozenset[str], int] = {}
+        self._number_one_queue_answers()
+        self._binding_index = dict(zip(self.bindings, range(len(self.bindings))))
         # Per binding: the queue it leads to (or -1), the exchange it leads to (or -1); room
         # is kept for bindings to come (a binding made is added, not the tables rebuilt).
         count = len(self.bindings)
@@ -150,8 +227,14 @@ class BatchRouter:
         to_exchange = np.full(max(count, 16), -1, dtype=np.int32)
         # exchange -> the exchanges its bindings lead to, with how many bindings each
         self._leads_to: dict[str, dict[str, int]] = {}
-        for i, binding in enumerate(self.bindings):
-            kind, name = binding.destination
+        destinations = list(map(_DESTINATION, self.bindings))
+        if list(map(_KIND, destinations)).count("queue") == count:  # to queues alone
+            to_queue[:count] = np.fromiter(
+                map(self._queue_index.__getitem__, map(_NAME, destinations)),
+                dtype=np.int32, count=count)
+            destinations = []
+        for i, (kind, name) in enumerate(destinations):
+            binding = self.bindings[i]
             if kind == "queue":
                 to_queue[i] = self._queue_index[name]
             else:
@@ -251,6 +334,31 @@ class BatchRouter:
                 tables.queue[index] = self._queue_index[name]
             else:
                 tables.exchange[index] = self._exchange_index[name]
+
+    def _number_one_queue_answers(self) -> None:
+        """Number the one-queue answers the topology shares (`Topology.one_queue_answers`)."""
+        index = self._queue_index
+        sets: list[frozenset[str]] = []
+        queues: list[int] = []
+        for table in self.topology.one_queue_answers():
+            try:  # C loops: no Python step a queue
+                queues += map(index.__getitem__, table)
+                sets += table.values()
+            except KeyError:  # a queue deleted since: the others one by one
+                del queues[len(sets):]
+                for name, names in table.items():
+                    q = index.get(name)
+                    if q is not None:
+                        sets.append(names)
+                        queues.append(q)
+        if sets:
+            self._answer_ids.add(sets, ONE_QUEUE - np.array(queues, dtype=np.int64),
+                                 self._max_answer_sets())
+
+    def _max_answer_sets(self) -> int:
+        """The bound of `AnswersById`: a literal routes' set and a wildcard's set a queue,
+        and room for sets the topology makes anew (about 250 bytes each, table included)."""
+        return 2 * len(self.queues) + (1 << 14)
 
     def _sync_names(self) -> None:
         """Number the queues and exchanges declared since (numbers are never reused)."""
@@ -439,9 +547,8 @@ class BatchRouter:
         """The answer number of each key (int32), by `Topology.route_uncached` (the memo keeps
         routes; the route cache need not as well), and the errors: a refused key's number is
         ``REFUSED - i``, its error the ``i``-th. A key seen before (``again``) may repeat in
-        the batch: it is routed once; a key never seen is routed without a look-up."""
+        the batch: where most keys are new, each is routed, repeats too; else each once."""
         topology = self.topology
-        route = topology.route_uncached
         # `route_uncached` inlined: the route cache's routes of this exchange read here (a
         # key the topology routed is one look-up), and the first route's own path
         # (`Topology._literal_names`, as single first routes take it) called straight, its
@@ -451,12 +558,86 @@ class BatchRouter:
         # (None where it holds none: a fresh topology's first pass looks nothing up there)
         own = (cache.own.get(exchange) if cache is not None else None) or None
         reader = topology.first_route_reader(exchange)
+        if reader is None or reader[3] or 4 * int(np.count_nonzero(again)) > len(keys):
+            # no first-route path, an alternate exchange (an empty answer walks), or many
+            # repeats: key by key
+            return self._first_routes_each(exchange, keys, again, memo, own, reader)
+        literal_names, kind, literal, _ = reader
+        # Most keys new: every key routed in one C loop (`map`), then numbered in one
+        # compiled loop by the one-queue answer sets' identity (`AnswersById`); the rest
+        # (answers of several queues or none: the memo's numbers, by content; sets not
+        # numbered yet; keys the first-route path leaves to the walk) after.
+        try:
+            if own is None:
+                answers = list(map(partial(literal_names, kind, literal), keys))
+            else:
+                answers = list(map(own.get, keys))  # routes the topology has made
+                answers = [literal_names(kind, literal, key) if names is None else names
+                           for key, names in zip(keys, answers)]
+        except XRouteError:  # the key by key path refuses it, and routes the others
+            return self._first_routes_each(exchange, keys, again, memo, own, reader)
+        numbers = self._answer_ids.find(answers)
+        refused: list[XRouteError] = []
+        missed = np.flatnonzero(numbers == MISSING)
+        if not len(missed):
+            return numbers, refused
+        answer_of = memo.answer_of
+        picked = [answers[i] for i in missed.tolist()]
+        known = np.fromiter(map(answer_of.get, picked, repeat(MISSING)), dtype=np.int32,
+                            count=len(picked))
+        left = np.flatnonzero(known == MISSING)
+        if len(left):
+            route = topology.route_uncached
+            worked: list[int] = []
+            shared: dict[int, tuple[frozenset[str], int]] = {}  # one-queue sets of the
+            # first-route path, by identity (the topology's own: kept by it)
+            for i in left.tolist():
+                names = picked[i]
+                if names is None:  # the full walk (its sets are made anew: not kept by id)
+                    try:
+                        names = route(exchange, keys[int(missed[i])])
+                    except XRouteError as error:
+                        worked.append(REFUSED - len(refused))
+                        refused.append(error)
+                        continue
+                    worked.append(self._answer_number(names, memo))
+                    continue
+                number = self._answer_number(names, memo)
+                worked.append(number)
+                if number < MISSING:  # one queue (`ONE_QUEUE - q`)
+                    shared[id(names)] = (names, number)
+            known[left] = worked
+            if shared:
+                sets, numbered = zip(*shared.values())
+                self._answer_ids.add(list(sets), numbered, self._max_answer_sets())
+        numbers[missed] = known
+        return numbers, refused
+
+    def _answer_number(self, names: frozenset[str], memo: KeyMemo) -> int:
+        """The number of the answer ``names``: ``ONE_QUEUE - q`` for one queue (kept in
+        `_one_queue`), else the memo's (`KeyMemo.answer`)."""
+        if len(names) == 1:
+            number = self._one_queue.get(names)
+            if number is None:
+                for name in names:
+                    number = self._one_queue[names] = ONE_QUEUE - self._queue_index[name]
+            return number
+        number = memo.answer_of.get(names)
+        if number is None:
+            number = memo.answer(names, self._queue_index)
+        return number
+
+    def _first_routes_each(self, exchange: str, keys: list[str], again: np.ndarray,
+                           memo: KeyMemo, own: dict[str, frozenset[str]] | None,
+                           reader: Any) -> tuple[np.ndarray, list[XRouteError]]:
+        """`_first_routes` key by key: a key seen before (``again``) is routed once."""
+        route = self.topology.route_uncached
         literal_names = kind = literal = None
         empty_walks = False
         if reader is not None:
             literal_names, kind, literal, empty_walks = reader
-        queue_index = self._queue_index
-        answer, answer_of = memo.answer, memo.answer_of
+        one_queue = self._one_queue
+        answer_of = memo.answer_of
         found: dict[str, int] = {}
         refused: list[XRouteError] = []
         numbers = []
@@ -477,13 +658,11 @@ class BatchRouter:
                     refused.append(error)
                 else:
                     # the answer numbered here, in the loop that routes it
-                    if len(names) == 1:  # most keys of most shapes: its queue's id
-                        for name in names:
-                            number = ONE_QUEUE - queue_index[name]
-                    else:
+                    number = one_queue.get(names)
+                    if number is None:
                         number = answer_of.get(names)
                         if number is None:
-                            number = answer(names, queue_index)
+                            number = self._answer_number(names, memo)
                 if repeats:
                     found[key] = number
             append(number)

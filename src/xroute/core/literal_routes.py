@@ -90,6 +90,12 @@ class LiteralRoutes:
             return None
         return frozen
 
+    @property
+    def singletons(self) -> dict[str, frozenset[str]]:
+        """Queue name -> the frozenset of it alone that the keys leading to that queue alone
+        share (the table itself: read only)."""
+        return self._ones
+
     def stats(self) -> dict[str, Any]:
         """How many keys have literal bindings to queues, to exchanges."""
         return {"literal_route_keys": len(self.frozen),

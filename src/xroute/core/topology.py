@@ -647,7 +647,9 @@ class Topology:
 
     def bindings(self, source: str | None = None) -> list[Binding]:
         """Every binding, or those from exchange ``source``."""
-        return [b for b in self._bindings.values() if source is None or b.source == source]
+        if source is None:  # a C copy (`BatchRouter` reads them all when it is made)
+            return list(self._bindings.values())
+        return [b for b in self._bindings.values() if b.source == source]
 
     def _exchange(self, name: Any, context: str) -> Exchange:
         try:
@@ -773,6 +775,24 @@ class Topology:
         alternate = start.alternate_exchange
         return (self._literal_names, kind, literal,
                 alternate is not None and alternate != exchange)
+
+    def one_queue_answers(self) -> list[Mapping[str, frozenset[str]]]:
+        """Tables of queue name -> the frozenset of that name alone, for the one-queue
+        answers that first routes share, as far as they are made yet: each topic exchange's
+        literal routes' (`xroute.core.literal_routes`) and those of wildcard bindings matched
+        alone (`xroute.core.destinations`). A table may name a queue no longer declared. For
+        a caller that numbers answers by content once, before it routes
+        (`xroute.core.batch.BatchRouter`); a set made later is an answer like any other. To
+        read only, and valid until the topology changes."""
+        tables: list[Mapping[str, frozenset[str]]] = []
+        for exchange in self._exchanges.values():
+            literal = getattr(exchange.kind, "literal_routes", None)
+            if literal is not None and literal.singletons:
+                tables.append(literal.singletons)
+        alone = self._destinations.queue_alone
+        if alone:
+            tables.append({destination.name: names for destination, names in alone.items()})
+        return tables
 
     # hot: the first route of a key, single (`_route_literal`) and in batches
     # (`first_route_reader`): one code path for both

@@ -92,6 +92,19 @@ def warm() -> dict[str, float]:
                 if routes.queues(0) != expected:
                     raise RuntimeError("the warmed batch router disagrees with Topology.route")
     seconds["batch router"] = time.perf_counter() - began
+    # The router's one-queue answers by identity (`AnswersById`): filled when a router is
+    # made on a topology of literal bindings, and in its first passes; and its growth.
+    from xroute.core.batch import AnswersById
+    from xroute.engines.key_memo import MISSING, ONE_QUEUE
+
+    began = time.perf_counter()
+    by_id = AnswersById()
+    sets = [frozenset((f"q{i}",)) for i in range(40)]
+    by_id.add(sets[:1], [ONE_QUEUE], 100)
+    by_id.add(sets[1:], [ONE_QUEUE - i for i in range(1, 40)], 100)
+    if by_id.find([sets[7], frozenset(("q7",))]).tolist() != [ONE_QUEUE - 7, MISSING]:
+        raise RuntimeError("the warmed answer table gave a wrong answer")
+    seconds["answers by identity"] = time.perf_counter() - began
     return seconds
 
 
