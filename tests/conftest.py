@@ -154,15 +154,17 @@ def spark_connect(connect_session, monkeypatch: pytest.MonkeyPatch):
     return connect_session
 
 
-# Under pytest-xdist (`make test`: ``-n 2 --dist loadgroup``) the tests that hold a JVM or a
-# service (markers spark, s3, cluster) run in groups, each group in one worker and in order, so
-# that a group starts one Spark session, one Connect server, one SeaweedFS and one split cluster
-# at most, as without xdist; every other test is its own unit, spread over the workers. A module
-# names its group with a line ``XDIST_GROUP = "name"`` (default `JVM_GROUP`): the tests that
-# spend their time in drivers and clusters they start themselves ("jvm-drivers") run beside
-# those on the shared session, in the other worker, which halves the run's longest unit.
-# xdist's controller sees node ids only, not markers: a module whose text marks a test so goes
-# whole to its group.
+# Under pytest-xdist (`make test` and `make conformance`: ``-n 2 --dist loadgroup``) the tests
+# that hold a JVM or a service (markers spark, s3, cluster) run in groups, each group in one
+# worker and in order, so that a group starts one Spark session, one Connect server, one
+# SeaweedFS and one split cluster at most, as without xdist; every other test is its own unit,
+# spread over the workers. A module names its group with a line ``XDIST_GROUP = "name"``
+# (default `JVM_GROUP`): the tests that spend their time in drivers and clusters they start
+# themselves ("jvm-drivers") run beside those on the shared session, in the other worker, which
+# halves the run's longest unit. A module that starts a service for its own tests only (a
+# private RabbitMQ node, module-scoped) names a group too, marked or not, so that one worker
+# starts it once. xdist's controller sees node ids only, not markers: a module whose text marks
+# a test so, or names a group, goes whole to its group.
 JVM_MARKERS = ("spark", "s3", "cluster")
 JVM_GROUP = "jvm"
 _ROOT = Path(__file__).resolve().parents[1]
@@ -172,17 +174,17 @@ _GROUP_LINE = re.compile(r'^XDIST_GROUP = "([\w-]+)"', re.MULTILINE)
 
 @functools.cache
 def jvm_group(path: str) -> str | None:
-    """The JVM group of the test module at ``path`` (relative to the checkout): the one its
-    ``XDIST_GROUP`` line names, else `JVM_GROUP`; None for a module that marks no test spark,
-    s3 or cluster."""
+    """The group of the test module at ``path`` (relative to the checkout): the one its
+    ``XDIST_GROUP`` line names, else `JVM_GROUP` for a module that marks a test spark, s3 or
+    cluster; None for any other module (each of its tests a unit of its own)."""
     try:
         text = (_ROOT / path).read_text()
     except OSError:
         return None
-    if not _JVM_MARK.search(text):
-        return None
     named = _GROUP_LINE.search(text)
-    return named.group(1) if named else JVM_GROUP
+    if named:
+        return named.group(1)
+    return JVM_GROUP if _JVM_MARK.search(text) else None
 
 
 def jvm_scope(nodeid: str) -> str:

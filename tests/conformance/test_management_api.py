@@ -35,6 +35,7 @@ from xroute.core.headers import canonical
 from xroute.sources.management import PASSWORD_VARIABLE, fetch_definitions
 
 pytestmark = pytest.mark.conformance
+XDIST_GROUP = "management-node"  # its private node, started once, in one xdist worker (tests/conftest.py)
 
 PASSWORD = "guest"  # the private node's own guest user
 

@@ -38,6 +38,7 @@ from xroute.pipeline.stream_commit import MARKERS, committed_batches, committed_
 from xroute.sources.storage import locate
 
 pytestmark = [pytest.mark.conformance, pytest.mark.spark]
+XDIST_GROUP = "stream-cli"  # its private node and drivers, beside test_rabbitmq_stream.py (tests/conftest.py)
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 EXCHANGE = "orders"  # on the node: a fanout into the stream; for xroute: a topic exchange

@@ -34,6 +34,7 @@ from xroute.traces.read import read_traces
 from xroute.traces.verify import AGREE, DISAGREE, INEXACT, verify_batch
 
 pytestmark = pytest.mark.conformance
+XDIST_GROUP = "tracing-node"  # its private node, started once, in one xdist worker (tests/conftest.py)
 
 SEED = int(os.environ.get("XROUTE_TRACE_SEED", "20261124"))
 WORDS = ("a", "b", "c", "")

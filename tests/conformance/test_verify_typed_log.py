@@ -36,6 +36,7 @@ from xroute.traces.read import read_traces
 from xroute.traces.verify import AGREE, DISAGREE, INEXACT, verify_batch
 
 pytestmark = pytest.mark.conformance
+XDIST_GROUP = "typed-log-node"  # its private node, started once, in one xdist worker (tests/conftest.py)
 
 SEED = int(os.environ.get("XROUTE_TRACE_SEED", "3434"))
 PREFIX = "tv-"

@@ -1,7 +1,9 @@
-"""The pipeline and `xroute.spark.route` on a split cluster: a standalone master and a worker in
-its own mount namespace (fixture ``split_cluster``), which shares no disk with the driver, only
-the S3 store. Input, definitions and output are ``s3://`` URIs; the executors import the package
-the driver ships. Each driver runs in its own process (one SparkContext per process)."""
+"""The pipeline, `xroute diff` and `xroute.spark.route` on a split cluster: a standalone master
+and a worker in its own mount namespace (fixture ``split_cluster``), which shares no disk with
+the driver, only the S3 store. Input, definitions and output are ``s3://`` URIs; the executors
+import the package the driver ships. The three run in one driver process (`split_driver`, the
+fixture ``split_runs``): each step is what the command line or a user's script does, on the
+session the first step started, which saves two driver and executor starts."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ import os
 import random
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,6 +31,7 @@ from xroute.spark.job import PipelineOptions, run_pipeline
 pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.cluster]
 XDIST_GROUP = "jvm-drivers"  # drivers and clusters of its own: beside the shared session (tests/conftest.py)
 REPO = Path(__file__).resolve().parents[2]
+ROUTED = (1500, 7)  # records routed by `xroute.spark.route`: count and seed
 
 
 def driver_env() -> dict[str, str]:
@@ -35,70 +40,60 @@ def driver_env() -> dict[str, str]:
     return env
 
 
-def test_pipeline_on_a_split_cluster_equals_the_local_run(spark, split_cluster, s3_store, tmp_path):
+@dataclass
+class SplitRuns:
+    """The inputs the steps read and what each step of the one driver gave."""
+
+    workdir: Path  # the pipeline's local input (``in/``) and definitions (``defs.json``)
+    pipeline_out: str
+    diff_out: str
+    diff_expected: dict[str, Any]
+    results: dict[str, dict[str, Any]]
+    context: str  # the driver's stderr and the executors' logs, for a failing assertion
+
+    def step(self, name: str) -> dict[str, Any]:
+        """A step's result, its traceback (if any) in the message of a failed assertion."""
+        result = self.results[name]
+        assert result["error"] is None, f"{result['error']}\n{self.context}"
+        return result
+
+
+@pytest.fixture(scope="module")
+def split_runs(split_cluster, s3_store, tmp_path_factory) -> SplitRuns:
+    workdir = tmp_path_factory.mktemp("split")
     bucket = s3_store.new_bucket("split")
-    messages, definitions, local_input = upload(s3_store, bucket, tmp_path)
-    local_out = tmp_path / "local"
+    messages, definitions, _ = upload(s3_store, bucket, workdir)
+    pipeline_out, diff_out = f"{bucket}/routed", f"{bucket}/diff"
+    diff_log, diff_expected = _upload_diff_inputs(s3_store, bucket)
+    steps = {
+        "route": {"route": [definitions, *ROUTED]},
+        "pipeline": {"cli": [
+            "pipeline", "--master", split_cluster.master_url, "-d", definitions, "-m", messages,
+            "-o", pipeline_out, "--engine", "trie", "--no-progress",
+        ]},
+        "diff": {"cli": [
+            "diff", f"{bucket}/old.json", f"{bucket}/new.json", "-m", diff_log, "-o", diff_out,
+            "--master", split_cluster.master_url, "--engine", "trie", "--json",
+        ]},
+    }  # fmt: skip
     # The trie engine: the namespaced worker has a fresh numba cache, and compiling the batch
     # kernels there is not what this tests.
-    local = run_pipeline(
-        spark,
-        PipelineOptions(
-            definitions=str(tmp_path / "defs.json"),
-            messages=str(local_input),
-            out=str(local_out),
-            engine="trie",
-        ),
-    )
-    out = f"{bucket}/routed"
-    command = [
-        sys.executable, "-c", "from xroute.cli import main; main()", "pipeline",
-        "--master", split_cluster.master_url, "-d", definitions, "-m", messages, "-o", out,
-        "--engine", "trie", "--no-progress",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, capture_output=True, text=True, timeout=600, check=False, env=driver_env()
-    )
-    assert result.returncode == 0, (
-        f"{result.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
-    )
-    for name in OUTPUTS:
-        assert rows(f"{out}/{name}") == rows(str(local_out / name)), name
-    remote = json.loads(read_object(s3_store, f"{out}/summary.json"))
-    assert remote["master"] == split_cluster.master_url
-    for field in ("counts", "queues", "bindings", "top_unroutable_keys", "rejected_by_error"):
-        assert remote[field] == local[field], field
-    assert json.loads(read_object(s3_store, f"{out}/_SUCCESS"))["counts"] == local["counts"]
-
-
-def test_route_on_a_split_cluster_equals_the_library(split_cluster, s3_store, tmp_path):
-    bucket = s3_store.new_bucket("route")
-    _, definitions, _ = upload(s3_store, bucket, tmp_path)
-    count, seed = 1500, 7
-    result = subprocess.run(
-        [
-            sys.executable, str(Path(__file__).with_name("route_driver.py")),
-            split_cluster.master_url, definitions, str(count), str(seed),
-        ],
-        capture_output=True, text=True, timeout=600, check=False, env=driver_env(),
+    steps_file, results_file = workdir / "steps.json", workdir / "results.json"
+    steps_file.write_text(json.dumps(steps))
+    driver = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("split_driver.py")),
+         split_cluster.master_url, str(steps_file), str(results_file)],
+        capture_output=True, text=True, timeout=900, check=False, env=driver_env(),
     )  # fmt: skip
-    assert result.returncode == 0, (
-        f"{result.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
-    )
-    routed = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
-    records = data.messages(count, seed)
-    assert sorted(routed) == sorted(r["message_id"] for r in records), "one row per record"
-    topology = Topology.from_definitions(data.definitions())
-    for record in records:
-        row = routed[record["message_id"]]
-        wanted = expected_row(topology, record["exchange"], record["routing_key"], record["headers"])
-        assert (row["queues"], row["error"]) == wanted, record
+    context = f"driver stderr:\n{driver.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
+    assert driver.returncode == 0 and results_file.exists(), context
+    results = json.loads(results_file.read_text())
+    return SplitRuns(workdir, pipeline_out, diff_out, diff_expected, results, context)
 
 
-def test_diff_on_a_split_cluster_equals_the_library(split_cluster, s3_store):
-    """``xroute diff`` with the log, both topologies and OUT in S3: its counts, per-queue
-    gains and losses and changes/ rows equal a message-by-message comparison."""
-    bucket = s3_store.new_bucket("diff")
+def _upload_diff_inputs(s3_store, bucket: str) -> tuple[str, dict[str, Any]]:
+    """A planted change and a log of 600 messages in ``bucket``; the log's URI and what a
+    message-by-message comparison of the two topologies gives on it."""
     rng = random.Random("split-diff")
     export = planted.random_export(rng)
     new_export = planted.plant(export, "widen-pattern", rng)
@@ -118,21 +113,52 @@ def test_diff_on_a_split_cluster_equals_the_library(split_cluster, s3_store):
             sink.write(json.dumps(value).encode())
     expected = planted.oracle(Topology.from_definitions(export), Topology.from_definitions(new_export), msgs)
     assert expected["counts"]["changed"] > 0  # the planted change shows in this traffic
+    return f"{bucket}/log", expected
 
-    out = f"{bucket}/diff"
-    command = [
-        sys.executable, "-c", "from xroute.cli import main; main()", "diff",
-        f"{bucket}/old.json", f"{bucket}/new.json", "-m", f"{bucket}/log", "-o", out,
-        "--master", split_cluster.master_url, "--engine", "trie", "--json",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, capture_output=True, text=True, timeout=600, check=False, env=driver_env()
+
+def test_pipeline_on_a_split_cluster_equals_the_local_run(spark, split_runs, split_cluster, s3_store):
+    result = split_runs.step("pipeline")
+    assert result["exit"] == 0, f"{result['stdout'][-3000:]}\n{split_runs.context}"
+    local_out = split_runs.workdir / "local"
+    local = run_pipeline(
+        spark,
+        PipelineOptions(
+            definitions=str(split_runs.workdir / "defs.json"),
+            messages=str(split_runs.workdir / "in"),
+            out=str(local_out),
+            engine="trie",
+        ),
     )
-    assert result.returncode == EXIT_DIFF_CHANGED, (
-        f"{result.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
-    )
+    out = split_runs.pipeline_out
+    for name in OUTPUTS:
+        assert rows(f"{out}/{name}") == rows(str(local_out / name)), name
+    remote = json.loads(read_object(s3_store, f"{out}/summary.json"))
+    assert remote["master"] == split_cluster.master_url
+    for field in ("counts", "queues", "bindings", "top_unroutable_keys", "rejected_by_error"):
+        assert remote[field] == local[field], field
+    assert json.loads(read_object(s3_store, f"{out}/_SUCCESS"))["counts"] == local["counts"]
+
+
+def test_route_on_a_split_cluster_equals_the_library(split_runs):
+    result = split_runs.step("route")
+    routed = {r["id"]: r for r in map(json.loads, result["stdout"].splitlines())}
+    records = data.messages(*ROUTED)
+    assert sorted(routed) == sorted(r["message_id"] for r in records), "one row per record"
+    topology = Topology.from_definitions(data.definitions())
+    for record in records:
+        row = routed[record["message_id"]]
+        wanted = expected_row(topology, record["exchange"], record["routing_key"], record["headers"])
+        assert (row["queues"], row["error"]) == wanted, record
+
+
+def test_diff_on_a_split_cluster_equals_the_library(split_runs, s3_store):
+    """``xroute diff`` with the log, both topologies and OUT in S3: its counts, per-queue
+    gains and losses and changes/ rows equal a message-by-message comparison."""
+    result = split_runs.step("diff")
+    assert result["exit"] == EXIT_DIFF_CHANGED, f"{result['stdout'][-3000:]}\n{split_runs.context}"
+    out, expected = split_runs.diff_out, split_runs.diff_expected
     report = json.loads(read_object(s3_store, f"{out}/diff.json"))
-    assert json.loads(result.stdout) == report
+    assert json.loads(result["stdout"]) == report
     counts = report["traffic"]["counts"]
     for name in ("messages", "changed", "gained_a_queue", "lost_a_queue", "became_unroutable", "became_routable", "refused_before", "refused_after"):
         assert counts[name] == expected["counts"][name], name
