@@ -64,3 +64,35 @@ def test_a_failed_local_write_leaves_nothing_beside_its_target(tmp_path):
         locate(str(path)).write_bytes(b"new")
     assert [p.name for p in path.parent.iterdir()] == ["7.json"]
     assert [p.name for p in path.iterdir()] == ["inside"]
+
+
+class ChangingFolder:
+    """A local filesystem on which the first ``races`` listings fail as a folder read while
+    a file under it is renamed away does (the listing raises "not found")."""
+
+    def __init__(self, races: int) -> None:
+        import pyarrow.fs as pafs
+
+        self.local, self.races, self.listings = pafs.LocalFileSystem(), races, 0
+
+    def get_file_info(self, selector):
+        self.listings += 1
+        if self.listings <= self.races:
+            raise FileNotFoundError(f"{selector.base_dir}/.0.json.tmp: no such file")
+        return self.local.get_file_info(selector)
+
+
+def test_a_folder_that_changed_while_it_was_listed_is_read_again(tmp_path):
+    """A stream's markers polled while the stream writes one (make test saw it once): the
+    listing is read again rather than reported as a missing folder."""
+    from xroute.sources.storage import LISTING_TRIES, Location
+
+    (tmp_path / "0.json").write_text("{}")
+    folder = ChangingFolder(races=LISTING_TRIES - 1)
+    where = Location(folder, str(tmp_path), tmp_path.as_uri())
+    assert where.files(recursive=False) == [str(tmp_path / "0.json")]
+    assert folder.listings == LISTING_TRIES
+
+    always = Location(ChangingFolder(races=LISTING_TRIES), str(tmp_path), tmp_path.as_uri())
+    with pytest.raises(StorageError, match="it does not exist"):
+        always.files(recursive=False)

@@ -26,6 +26,9 @@ from xroute.core.errors import StorageError
 _FILESYSTEMS: dict[str, pafs.FileSystem] = {}
 
 
+LISTING_TRIES = 5  # readings of a folder that changed while it was read (`Location.files`)
+
+
 @dataclass(frozen=True)
 class Location:
     """A place in some storage: its filesystem, the path that filesystem takes, and the URI
@@ -61,9 +64,22 @@ class Location:
         return self.info().type == pafs.FileType.Directory
 
     def files(self, recursive: bool = True) -> list[str]:
-        """The paths of the files under this folder, sorted."""
+        """The paths of the files under this folder, sorted (none if there is no folder)."""
         selector = pafs.FileSelector(self.path, recursive=recursive, allow_not_found=True)
-        infos = _call(self, "list", self.filesystem.get_file_info, selector)
+
+        def listing() -> list[pafs.FileInfo]:
+            # A missing folder is an empty listing (``allow_not_found``), so a "not found"
+            # here is a race: something under the folder went while it was read (seen once
+            # in make test, a test polling a stream's markers while the stream wrote one).
+            # The folder is read again, a few times, before that counts as an error.
+            for _ in range(LISTING_TRIES - 1):
+                try:
+                    return self.filesystem.get_file_info(selector)
+                except FileNotFoundError:
+                    continue
+            return self.filesystem.get_file_info(selector)
+
+        infos = _call(self, "list", listing)
         return sorted(i.path for i in infos if i.type == pafs.FileType.File)
 
     def read_bytes(self) -> bytes:
