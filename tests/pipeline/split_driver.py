@@ -52,7 +52,7 @@ def run_step(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
                 cli.main(args=step["cli"], prog_name="xroute", standalone_mode=False)
     except SystemExit as stop:  # the command line's own exit code
         code = stop.code if isinstance(stop.code, int) else 1
-    except BaseException:  # noqa: BLE001 - reported to the test, which names the step
+    except Exception:  # noqa: BLE001 - reported to the test, which names the step
         code, error = 1, traceback.format_exc()
     return {"exit": code, "stdout": out.getvalue(), "error": error}
 

@@ -211,16 +211,10 @@ class TopicMatcher:
 
     def remove(self, pattern: str, destination: Hashable) -> None:
         """Unbind the pair; `BindingNotFound` if it was never bound."""
-        binding = self._binding(check_pattern(pattern), _hashable(destination))
-        if binding is None:
+        held = _hashable(destination)
+        if self._binding(check_pattern(pattern), held) is None:
             raise BindingNotFound(pattern, destination)
-        words = split_words(pattern)
-        self._engine.remove(words, destination)
-        self._bindings.remove(binding)
-        self._memo = None
-        self._count_destination(destination, -1)
-        if self._cache is not None:
-            self._cache.removed(words, destination)
+        self.remove_known(pattern, split_words(pattern), held)
 
     # hot: every `Topology.unbind` from a topic exchange (issue 36 goal 5: a change between
     # routes), and its queue-name index's
