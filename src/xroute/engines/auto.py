@@ -185,6 +185,8 @@ class AutoEngine(BatchKernel, DfaEngine):
             if self._pending_patterns is not None:  # the trie waits for a reader
                 self._pending_patterns.append(".".join(words) if pattern is None else pattern)
                 self._pending_destinations.append(destination)
+                if self._pending_at is not None:  # kept once an unbind asked for it
+                    self._pending_at[destination] = len(self._pending_destinations) - 1
                 return  # `_by_shape` stays the flushing matcher: nothing else to drop
             # hot: `_add_wildcard`'s usual case, inline (a wildcard kept in the shapes alone)
             if self._trie_deferred and self._shapes.add_if_usable(words, destination):
@@ -215,8 +217,14 @@ class AutoEngine(BatchKernel, DfaEngine):
             # a reader still wait): only what is kept per key goes, as for a literal add.
             self._answers_changed()
             return
-        if self._pending_patterns is not None:
-            self._flush_pending()
+        if self._pending_patterns is not None:  # (no shadow then)
+            # Not flushed: on the seed mix at 100k, the first wildcard unbind after a bulk
+            # bind made the trie of the 68k waiting patterns and the DFA's edges (2.2 s).
+            if not self._unbind_pending(".".join(words) if pattern is None else pattern,
+                                        destination):
+                self._remove_wildcard(words, destination)  # bound before any waited
+            self._changed()
+            return
         shadow = self._shadow
         if shadow is None:
             self._remove_wildcard(words, destination)
@@ -263,10 +271,16 @@ class AutoEngine(BatchKernel, DfaEngine):
     # anything reads the wildcards, which first makes the trie and indexes them
     # (`_flush_pending`). A topology's first routes read its queue-name indexes
     # (`xroute.core.wildcard_queues`), not this trie: binding 10k seed patterns cost 2.4 times
-    # less, and the trie is made by the first batch, observer or unbind, or never. Meanwhile
-    # `_by_shape` is `_pending_match`, which flushes: every reader of it sees each binding.
+    # less, and the trie is made by the first batch or observer, or never (an unbind takes
+    # its binding out of the lists or the shapes: `_unbind_pending`). Meanwhile `_by_shape`
+    # is `_pending_match`, which flushes: every reader of it sees each binding.
     _pending_patterns: list[str] | None = None
     _pending_destinations: list[Hashable]
+    # Destination -> its place in the lists, made by the first unbind or `holds` that asks
+    # while patterns wait (`_pending_place`), then kept by each waiting add; None till then,
+    # so that a bulk bind pays nothing for it. (Destinations are not shared here: one place
+    # a destination.)
+    _pending_at: dict[Hashable, int] | None = None
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
         if self._trie_deferred:
@@ -281,6 +295,7 @@ class AutoEngine(BatchKernel, DfaEngine):
                 return
             self._pending_patterns = [".".join(words)]
             self._pending_destinations = [destination]
+            self._pending_at = None
             return
         super().add(words, destination)
         self._shapes.add(words, destination)
@@ -290,11 +305,49 @@ class AutoEngine(BatchKernel, DfaEngine):
         in the shapes too, as `_add_wildcard` does once the trie is made."""
         self._make_trie()  # from the store, which lists the waiting ones too
         patterns, destinations = self._pending_patterns, self._pending_destinations
-        self._pending_patterns = None
+        self._pending_patterns = self._pending_at = None
         self._pending_destinations = []
         for pattern, destination in zip(patterns, destinations):  # type: ignore[arg-type]
             self._shapes.add(split_words(pattern), destination)
         self._changed()
+
+    def _pending_place(self, pattern: str, destination: Hashable) -> int | None:
+        """Where the binding of ``pattern`` to ``destination`` waits in the pending lists,
+        or None if it does not wait there."""
+        places = self._pending_at
+        if places is None:
+            places = self._pending_at = {
+                waiting: place for place, waiting in enumerate(self._pending_destinations)}
+        place = places.get(destination)
+        if place is None or self._pending_patterns[place] != pattern:  # type: ignore[index]
+            return None
+        return place
+
+    def _unbind_pending(self, pattern: str, destination: Hashable) -> bool:
+        """Take the binding out of the pending lists if it waits there (whether it did): the
+        last one takes its place. Once none waits, the shapes hold every wildcard binding and
+        serve again (`_changed`), the trie still unmade."""
+        patterns, destinations = self._pending_patterns, self._pending_destinations
+        # The usual case, a binding made and then removed between routes, is the last to
+        # wait: no index of places is made for it (68k entries on the seed mix at 100k).
+        if destinations[-1] is destination and patterns[-1] == pattern:  # type: ignore[index]
+            place = len(destinations) - 1
+        else:
+            place = self._pending_place(pattern, destination)  # type: ignore[assignment]
+            if place is None:
+                return False
+        last_pattern, last_destination = patterns.pop(), destinations.pop()  # type: ignore[union-attr]
+        places = self._pending_at
+        if places is not None:
+            del places[destination]
+            if place < len(destinations):
+                places[last_destination] = place
+        if place < len(destinations):
+            patterns[place] = last_pattern  # type: ignore[index]
+            destinations[place] = last_destination
+        if not destinations:
+            self._pending_patterns = self._pending_at = None
+        return True
 
     def _pending_match(self, key: str) -> frozenset:
         """`_by_shape` while patterns wait: index them, then answer as `match_wildcards`."""
@@ -331,9 +384,10 @@ class AutoEngine(BatchKernel, DfaEngine):
         if is_literal(words):
             return self._literal.holds(".".join(words) if pattern is None else pattern,
                                        destination)
-        if self._pending_patterns is not None:
-            self._flush_pending()
-        if self._trie_deferred:
+        if self._pending_patterns is not None and self._pending_place(
+                ".".join(words) if pattern is None else pattern, destination) is not None:
+            return True
+        if self._trie_deferred:  # (so while patterns wait: the others are in the shapes)
             return self._shapes.holds(words, destination)
         node: Any = self._root
         for word in words:
