@@ -8,7 +8,7 @@ import gc
 import pytest
 
 from xroute.bench import broker_route, contact
-from xroute.bench.shapes import Shape, mqtt
+from xroute.bench.shapes import Shape, broadcast, mqtt
 from xroute.engines import TopicMatcher
 
 
@@ -50,6 +50,20 @@ def test_contact_measures_with_the_collector_on_and_routes_what_reference_routes
     topology = contact._topology(shape)
     assert all(topology.route(contact.EXCHANGE, key) == truth.match(key)
                for key in shape.first_keys[:100])
+
+
+def test_a_broadcast_times_its_first_routes_over_its_single_keys_and_batches_over_its_keys():
+    """The issue's tails are over 20k first routes; a broadcast's batches keep a queue id a
+    queue a key, so they take its few `first_keys`, and first routes its `single_keys`."""
+    shape = broadcast(queues=40, keys=6, single_keys=250)
+    assert len(set(shape.single_keys)) == 250 and shape.first_keys == shape.single_keys[:6]
+    assert len(broadcast().single_keys) == contact.FIRST_KEYS
+    entry = contact.measure_shape(shape, repeats=500)
+    assert entry["route_first"]["count"] == 250
+    assert 0 < entry["route_first"]["first_us"] <= entry["route_first"]["max_us"]
+    topology = contact._topology(shape)
+    everyone = frozenset(shape.queues)
+    assert all(topology.route(contact.EXCHANGE, key) == everyone for key in shape.single_keys)
 
 
 def test_tails_are_mean_p50_p99_and_max_in_microseconds():

@@ -44,6 +44,9 @@ class Shape:
     repeat_keys: list[str]  # a stream drawn from a small set of distinct keys
     fanout: bool = False  # thousands of queues a key: timed per route, not per second
     notes: list[str] = field(default_factory=list)
+    # More distinct keys for first routes timed one by one, where batches of every key would
+    # be too large to keep (a broadcast's 10k queue ids a key): empty when `first_keys` serve.
+    single_keys: list[str] = field(default_factory=list)
 
     @property
     def queues(self) -> list[str]:
@@ -67,12 +70,15 @@ def unicast(queues: int = 10_000, keys: int = 10_000, seed: int = 0) -> Shape:
                  _stream(rng, first[:1_000], keys))
 
 
-def broadcast(queues: int = 10_000, keys: int = 300, seed: int = 0) -> Shape:
-    """The unicast bindings, keys ``broadcast.{x}``: every queue gets each message."""
+def broadcast(queues: int = 10_000, keys: int = 300, seed: int = 0,
+              single_keys: int = 20_000) -> Shape:
+    """The unicast bindings, keys ``broadcast.{x}``: every queue gets each message. Batches
+    take ``keys`` of them; first routes one by one ``single_keys`` (the issue's 20k)."""
     shape = unicast(queues, 1, seed)
     first = [f"broadcast.k{i}" for i in range(keys)]
     return Shape("broadcast", "RabbitMQ 4.3: 0.6 ms a 10k-queue route", shape.bindings, first,
-                 _stream(random.Random(seed), first[:20], 3_000), fanout=True)
+                 _stream(random.Random(seed), first[:20], 3_000), fanout=True,
+                 single_keys=[f"broadcast.k{i}" for i in range(single_keys)])
 
 
 def nats_subjects(tokens: tuple[str, ...] = NATS_TOKENS, depth: int = 5) -> list[str]:
