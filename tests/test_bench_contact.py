@@ -66,6 +66,15 @@ def test_a_broadcast_times_its_first_routes_over_its_single_keys_and_batches_ove
     assert all(topology.route(contact.EXCHANGE, key) == everyone for key in shape.single_keys)
 
 
+def test_the_seed_mix_is_routed_over_the_issues_20k_new_keys_here_and_fewer_elsewhere():
+    from xroute.bench.shapes import SHAPES
+
+    shape = contact.shape_at("seed-10k", 1.0)
+    assert len(set(shape.first_keys)) == len(shape.first_keys) == contact.FIRST_KEYS
+    assert shape.bindings == SHAPES["seed-10k"]().bindings
+    assert len(SHAPES["seed-10k"]().first_keys) < contact.FIRST_KEYS  # the engines comparison
+
+
 def test_tails_are_mean_p50_p99_and_max_in_microseconds():
     figures = contact.tails([1_000] * 98 + [5_000, 100_000])
     assert figures == {"mean_us": pytest.approx(2.03), "p50_us": 1.0, "p99_us": 100.0,

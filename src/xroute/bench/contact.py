@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from xroute.bench.experiments.machine import cpu_model, load_average
-from xroute.bench.shapes import SCALED_SHAPES, SHAPES, Shape
+from xroute.bench.shapes import CONTACT_VARIANTS, SCALED_SHAPES, SHAPES, Shape
 from xroute.core.batch import BatchRouter
 from xroute.engines import TopicMatcher
 
@@ -78,10 +78,11 @@ RABBITMQ_43 = {"unicast_routes_per_s": 460_000, "broadcast_route_ms": 0.6,
 
 
 def shape_at(name: str, scale: float) -> Shape:
-    """The shape ``name``; a scaled one (`SCALED_SHAPES`) at ``scale``."""
+    """The shape ``name`` as this bench takes it (`CONTACT_VARIANTS` first); a scaled one
+    (`SCALED_SHAPES`) at ``scale``."""
     if name in SCALED_SHAPES:
         return SCALED_SHAPES[name](scale)
-    return SHAPES[name]()
+    return (CONTACT_VARIANTS.get(name) or SHAPES[name])()
 
 
 def tails(nanos: list[int]) -> dict[str, float]:
