@@ -9,9 +9,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from tests.test_definitions import EXPORT
 from xroute import Topology
 from xroute.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNROUTABLE, cli
-from tests.test_definitions import EXPORT
 
 
 @pytest.fixture
@@ -155,6 +155,34 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command():
     """Python swallows a KeyboardInterrupt raised inside ``__del__`` ("Exception ignored"):
     the command delivers it again, so it stops with one line and exit 130, not runs on."""
     done = subprocess.run([sys.executable, "-c", _FINALIZER_SWALLOWS_CTRL_C],
+                          capture_output=True, text=True, timeout=60)
+    assert "ran on" not in done.stdout, done.stderr
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.strip() == "xroute: stopped (Ctrl-C)"
+
+
+_CTRL_C_IN_A_STRING_EXEC = """
+import sys
+import xroute_launch
+from xroute.cli.app import cli
+
+@cli.command("probe")
+def probe():
+    # Ctrl-C lands while a string exec runs, as while dataclasses build their methods on import
+    exec("import signal; signal.raise_signal(signal.SIGINT)", {})
+    print("ran on after Ctrl-C")
+
+sys.argv = ["xroute", "probe"]
+xroute_launch.main()
+"""
+
+
+def test_a_ctrl_c_that_ends_a_string_exec_exits_130_under_python_m(tmp_path):
+    """CPython records a KeyboardInterrupt that ends a string `exec` as unhandled, even once
+    the command has caught it, and under ``python -m`` then ends the process by SIGINT (-2,
+    seen in CI 1 s into `xroute pipeline`): the command clears the record, exit 130."""
+    (tmp_path / "ctrl_c_in_exec.py").write_text(_CTRL_C_IN_A_STRING_EXEC)
+    done = subprocess.run([sys.executable, "-m", "ctrl_c_in_exec"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert "ran on" not in done.stdout, done.stderr
     assert done.returncode == EXIT_INTERRUPTED, done.stderr

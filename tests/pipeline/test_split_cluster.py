@@ -3,7 +3,8 @@ and a worker in its own mount namespace (fixture ``split_cluster``), which share
 the driver, only the S3 store. Input, definitions and output are ``s3://`` URIs; the executors
 import the package the driver ships. The three run in one driver process (`split_driver`, the
 fixture ``split_runs``): each step is what the command line or a user's script does, on the
-session the first step started, which saves two driver and executor starts."""
+session the first step started, which saves two driver and executor starts. A first step
+proves the cluster itself (what its executors see), a third one saved."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class SplitRuns:
     """The inputs the steps read and what each step of the one driver gave."""
 
     workdir: Path  # the pipeline's local input (``in/``) and definitions (``defs.json``)
+    probe_bucket: str  # where the probe's tasks wrote
+    hidden: list[str]  # the folders the worker must not see into
     pipeline_out: str
     diff_out: str
     diff_expected: dict[str, Any]
@@ -65,7 +68,13 @@ def split_runs(split_cluster, s3_store, tmp_path_factory) -> SplitRuns:
     messages, definitions, _ = upload(s3_store, bucket, workdir)
     pipeline_out, diff_out = f"{bucket}/routed", f"{bucket}/diff"
     diff_log, diff_expected = _upload_diff_inputs(s3_store, bucket)
+    driver_file = workdir / "only-on-the-driver.txt"
+    driver_file.write_text("the executors must not see this")
+    probe_bucket = s3_store.new_bucket("split-probe")
+    hidden = [str(folder) for folder in split_cluster.hidden]
     steps = {
+        # First: the executors as they start, before any other step has run on them.
+        "probe": {"probe": [str(driver_file), probe_bucket, hidden]},
         "route": {"route": [definitions, *ROUTED]},
         "pipeline": {"cli": [
             "pipeline", "--master", split_cluster.master_url, "-d", definitions, "-m", messages,
@@ -85,10 +94,12 @@ def split_runs(split_cluster, s3_store, tmp_path_factory) -> SplitRuns:
          split_cluster.master_url, str(steps_file), str(results_file)],
         capture_output=True, text=True, timeout=900, check=False, env=driver_env(),
     )  # fmt: skip
-    context = f"driver stderr:\n{driver.stderr[-3000:]}\nexecutors:\n{split_cluster.executor_logs()}"
+    context = f"driver stderr:\n{driver.stderr[-3000:]}\n{split_cluster.failure_context()}"
     assert driver.returncode == 0 and results_file.exists(), context
     results = json.loads(results_file.read_text())
-    return SplitRuns(workdir, pipeline_out, diff_out, diff_expected, results, context)
+    return SplitRuns(
+        workdir, probe_bucket, hidden, pipeline_out, diff_out, diff_expected, results, context
+    )
 
 
 def _upload_diff_inputs(s3_store, bucket: str) -> tuple[str, dict[str, Any]]:
@@ -169,3 +180,33 @@ def test_diff_on_a_split_cluster_equals_the_library(split_runs, s3_store):
     published = objects(s3_store, out)
     assert "_SUCCESS" in published and "diff.png" in published
     assert not [key for key in published if key.startswith("_temporary")]
+
+
+def test_split_cluster_shares_nothing_but_the_store(split_runs, s3_store):
+    """The executors see neither the driver's files nor the checkout nor xroute's cache, import
+    the xroute the driver shipped, and write to the store, where the driver reads it back."""
+    hidden = split_runs.hidden
+    assert str(REPO / "src") in hidden
+    # The control: on the driver's side every hidden folder has entries (the cache has the zip).
+    assert [folder for folder in hidden if not os.listdir(folder)] == []
+    result = split_runs.step("probe")
+    report = json.loads(result["stdout"].strip().splitlines()[-1])
+    tasks = report["tasks"]
+    assert sorted(task["index"] for task in tasks) == [0, 1], split_runs.context
+    for task in tasks:
+        assert task["driver_folder_exists"] is False, task
+        assert task["driver_file_exists"] is False, task
+        assert task["visible_hidden"] == [], task
+        # xroute comes from the zip the driver shipped with addPyFile, nowhere else.
+        assert task["xroute_file"] is not None, task
+        assert ".zip/xroute/" in task["xroute_file"], task
+        assert not task["xroute_file"].startswith(str(REPO)), task
+        assert task["wrote"] == f"task-{task['index']}.txt", task
+    store = s3_store.filesystem()
+    name = split_runs.probe_bucket.removeprefix("s3://")
+    for task in tasks:
+        key = f"task-{task['index']}.txt"
+        expected = f"written by task {task['index']} in pid {task['pid']}"
+        assert report["read_back"][key] == expected
+        with store.open_input_stream(f"{name}/{key}") as source:
+            assert source.read().decode() == expected

@@ -1,27 +1,22 @@
 """The services the storage and cluster tests stand on, proved: the SeaweedFS store takes and
-gives back Parquet through the standard AWS variables and refuses a wrong key; the split
+gives back Parquet through the standard AWS variables and refuses a wrong key. That the split
 cluster's executors see neither the driver's files nor the checkout, import the xroute the
-driver shipped, and reach the store."""
+driver shipped, and reach the store is proved in tests/pipeline/test_split_cluster.py, by a step
+of the driver its tests share (a driver and executor start saved)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
-from tests.services.cluster import REPO, StandaloneCluster, driver_env
 from tests.services.seaweedfs import SeaweedFS
 
 pytestmark = pytest.mark.s3
 XDIST_GROUP = "jvm-drivers"  # drivers and clusters of its own: beside the shared session (tests/conftest.py)
-PROBE = Path(__file__).with_name("probe_driver.py")
 
 
 def _bucket_name(uri: str) -> str:
@@ -96,55 +91,3 @@ def test_wrong_secret_key_is_refused(s3_store: SeaweedFS) -> None:
         intruder.open_input_file(f"{name}/kept.txt").read()
     files = s3_store.filesystem().get_file_info(fs.FileSelector(name))
     assert [info.path for info in files] == [f"{name}/kept.txt"]
-
-
-@pytest.mark.spark
-@pytest.mark.cluster
-def test_split_cluster_shares_nothing_but_the_store(
-    split_cluster: StandaloneCluster, s3_store: SeaweedFS, tmp_path: Path
-) -> None:
-    driver_file = tmp_path / "only-on-the-driver.txt"
-    driver_file.write_text("the executors must not see this")
-    bucket = s3_store.new_bucket("split")
-    hidden = [str(folder) for folder in split_cluster.hidden]
-    assert str(REPO / "src") in hidden
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(PROBE),
-            split_cluster.master_url,
-            str(driver_file),
-            bucket,
-            json.dumps(hidden),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=tmp_path,
-        env=driver_env(),
-    )
-    context = f"driver stderr:\n{result.stderr[-3000:]}\n{split_cluster.failure_context()}"
-    assert result.returncode == 0, context
-    # The control: on the driver's side every hidden folder has entries (the cache has the zip).
-    assert [folder for folder in hidden if not os.listdir(folder)] == []
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    tasks = report["tasks"]
-    assert sorted(task["index"] for task in tasks) == [0, 1], context
-    for task in tasks:
-        assert task["driver_folder_exists"] is False, task
-        assert task["driver_file_exists"] is False, task
-        assert task["visible_hidden"] == [], task
-        # xroute comes from the zip the driver shipped with addPyFile, nowhere else.
-        assert task["xroute_file"] is not None, task
-        assert ".zip/xroute/" in task["xroute_file"], task
-        assert not task["xroute_file"].startswith(str(REPO)), task
-        assert task["wrote"] == f"task-{task['index']}.txt", task
-    store = s3_store.filesystem()
-    name = _bucket_name(bucket)
-    for task in tasks:
-        key = f"task-{task['index']}.txt"
-        expected = f"written by task {task['index']} in pid {task['pid']}"
-        assert report["read_back"][key] == expected
-        with store.open_input_stream(f"{name}/{key}") as source:
-            assert source.read().decode() == expected

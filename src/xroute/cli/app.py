@@ -77,6 +77,7 @@ class XRouteGroup(click.Group):
             sys.unraisablehook = lambda unraisable: None  # py4j's finalizers, at exit
         self._stop_started(before)
         click.echo("xroute: stopped (Ctrl-C)", err=True)
+        _forget_unhandled_interrupt()
         sys.exit(EXIT_INTERRUPTED)
 
     def _stop_started(self, before: set[int]) -> None:
@@ -141,6 +142,17 @@ def _interrupt_main_again() -> None:
     # wake for it; should it land in a finalizer once more, the hook sends it again.
     time.sleep(REDELIVER_AFTER_S)
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
+def _forget_unhandled_interrupt() -> None:
+    """Clear CPython's record of an unhandled KeyboardInterrupt, as this one was handled.
+
+    CPython (3.11, 3.12) records one whenever a Ctrl-C ends a string `exec` or `eval`, even if
+    a caller then catches it: dataclasses and namedtuple build their methods so, hundreds of
+    times while xroute, pyspark and pandas import. Under ``python -m`` the interpreter then
+    ends by SIGINT once the command has exited (status -2, not 130, seen in CI). Each string
+    `exec` clears the record first, so a trivial one does."""
+    exec("pass", {})
 
 
 _python_show_warning = warnings.showwarning

@@ -1,20 +1,14 @@
-"""A Spark driver run as a script (its own process, so its own SparkContext) by
-test_services.py against the split cluster: each task reports what it can see and writes an
-object to S3, and the driver reads the objects back.
-
-    python probe_driver.py MASTER_URL DRIVER_FILE BUCKET_URI HIDDEN_FOLDERS_JSON
-
-prints one JSON object: ``tasks`` (one report per task) and ``read_back`` (object key -> text as
-the driver read it). Run as ``__main__`` on purpose: cloudpickle then ships the task function by
-value, so the executors need nothing of this checkout to run it.
+"""What the split cluster's executors see: each task reports what it can see and writes an
+object to S3, and the driver reads the objects back (`run_probe`: ``tasks``, one report per
+task, and ``read_back``, object key -> text as the driver read it). Run as the "probe" step of
+`tests/pipeline/split_driver.py`, in the driver the split-cluster tests share, which has
+cloudpickle ship this module's functions by value: the executors need nothing of this checkout.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-
-from xroute.spark.session import start_spark
+from typing import Any
 
 TASKS = 2
 
@@ -58,20 +52,16 @@ def probe(index: int, driver_file: str, bucket: str, hidden: list[str]) -> dict[
     return report
 
 
-def main(master: str, driver_file: str, bucket: str, hidden: list[str]) -> dict[str, object]:
-    """Run the probe on ``master`` and read back what the tasks wrote."""
+def run_probe(spark: Any, driver_file: str, bucket: str, hidden: list[str]) -> dict[str, object]:
+    """Run the probe on ``spark``'s executors and read back what the tasks wrote."""
     from pyarrow import fs
 
-    spark = start_spark(master, app_name="xroute-split-probe")
-    try:
-        context = spark.sparkContext
-        tasks = (
-            context.parallelize(range(TASKS), TASKS)
-            .map(lambda i: probe(i, driver_file, bucket, hidden))
-            .collect()
-        )
-    finally:
-        spark.stop()
+    context = spark.sparkContext
+    tasks = (
+        context.parallelize(range(TASKS), TASKS)
+        .map(lambda i: probe(i, driver_file, bucket, hidden))
+        .collect()
+    )
     read_back: dict[str, str | None] = {}
     store, root = fs.FileSystem.from_uri(bucket)
     for index in range(TASKS):
@@ -83,8 +73,3 @@ def main(master: str, driver_file: str, bucket: str, hidden: list[str]) -> dict[
             read_back[key] = None
             print(f"cannot read {key}: {error}", file=sys.stderr)
     return {"tasks": tasks, "read_back": read_back}
-
-
-if __name__ == "__main__":
-    master_url, driver_path, bucket_uri, hidden_json = sys.argv[1:5]
-    print(json.dumps(main(master_url, driver_path, bucket_uri, json.loads(hidden_json))))
