@@ -1,0 +1,172 @@
+"""The bulk bind of a wildcard-heavy mix (issue 36, seed-10k): a shape index past
+`DROP_SHAPES` shapes with patterns of two '#' counts no shapes (no `shape_of` a change) and
+counts them again when the last such pattern goes; the trie makes a new path without
+looking up below its first new node. Every answer stays the reference's."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.strategies import apply_binding_step, keys
+from tests.test_engines_tuple_space import assert_batches_equal
+from xroute import TopicMatcher
+from xroute.core.keys import split_words
+from xroute.engines import shapes as shapes_module
+from xroute.engines.reference import pattern_matches
+from xroute.engines.shapes import DROP_SHAPES, MAX_SHAPES, ShapeIndex, shape_of
+from xroute.engines.trie import TrieEngine
+
+SETTINGS = settings(max_examples=120, deadline=None)
+
+# Many shapes (a word then 0-29 stars), patterns of two '#', and a few of few shapes: enough
+# to pass `DROP_SHAPES` and come back under `MAX_SHAPES` as they are removed.
+wide_patterns = st.integers(0, DROP_SHAPES + 5).map(lambda i: "w." + ".".join(["*"] * i))
+patterns = st.one_of(
+    wide_patterns,
+    st.sampled_from(["#.#", "a.#.b.#", "#.*.#", "a.#", "*.b", "a.*", "#", "*.#", "b.*.#"]),
+)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), patterns, st.sampled_from(["q1", "q2", "q3"])),
+        st.tuples(st.just("remove"), st.integers(0, 60)),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+def _index(live: list[tuple[str, str]]) -> ShapeIndex:
+    """A shape index whose source is ``live`` (as a matcher's trie is its source)."""
+    return ShapeIndex(lambda: [(split_words(p), d) for p, d in live])
+
+
+def _counted(live: list[tuple[str, str]]) -> tuple[int, int]:
+    """(shapes, patterns without a shape) of ``live``, from the definition."""
+    found = [shape_of(split_words(pattern)) for pattern, _ in live]
+    return len({key for key in found if key is not None}), found.count(None)
+
+
+# Bound first: more shapes than `DROP_SHAPES`, and a pattern of two '#'.
+WIDE = [("#.#", "q0")] + [(f"v{i}." + ".".join(["*"] * i), "q0") for i in range(DROP_SHAPES + 2)]
+
+
+def _steps(ops: list[tuple]) -> list[tuple]:
+    """``ops`` after `WIDE` is bound, then `WIDE`'s removal one by one (so that the index
+    goes past `DROP_SHAPES`, stops counting, and comes back)."""
+    return ([("add", p, d) for p, d in WIDE] + ops
+            + [("remove-pair", p, d) for p, d in WIDE])
+
+
+def _apply(step: tuple, matchers: list, live: list[tuple[str, str]]) -> None:
+    if step[0] == "remove-pair":
+        pair = (step[1], step[2])
+        if pair in live:
+            live.remove(pair)
+            for matcher in matchers:
+                matcher.remove(*pair)
+    else:
+        apply_binding_step(step, matchers, live)
+
+
+class _IndexAsMatcher:
+    """`ShapeIndex.add` and ``remove`` by pattern, as `apply_binding_step` calls them."""
+
+    def __init__(self, index: ShapeIndex) -> None:
+        self.index = index
+
+    def add(self, pattern: str, destination: str) -> None:
+        self.index.add(split_words(pattern), destination)
+
+    def remove(self, pattern: str, destination: str) -> None:
+        self.index.remove(split_words(pattern), destination)
+
+
+@SETTINGS
+@given(ops=operations, probe=st.lists(keys, min_size=1, max_size=8))
+def test_a_shape_index_that_stops_counting_shapes_stays_exact(ops, probe):
+    live: list[tuple[str, str]] = []
+    index = _index(live)
+    held: list[tuple[str, str]] = []  # what the index was given (a pair once)
+    for step in _steps(ops):
+        if step[0] == "add" and (step[1], step[2]) in live:
+            continue  # a matcher binds a pair once: the index is given it once
+        _apply(step, [_IndexAsMatcher(index)], held)
+        live[:] = held
+        shapes, unshaped = _counted(live)
+        usable = not unshaped and shapes <= MAX_SHAPES
+        match = index.matcher()
+        assert (match is not None) == usable == index.usable, live
+        assert index.stats()["shapes"] == shapes and index.stats()["unshaped_bindings"] == unshaped
+        if match is not None:
+            for key in probe:
+                words = split_words(key)
+                assert match(key) == {d for p, d in live if pattern_matches(split_words(p), words)}
+
+
+@SETTINGS
+@given(ops=operations, probe=st.lists(keys, min_size=1, max_size=8),
+       shared=st.booleans())
+def test_auto_through_uncounted_shapes_equals_reference(ops, probe, shared):
+    expected = TopicMatcher(engine="reference")
+    actual = TopicMatcher(engine="auto", shared_destinations=shared)
+    live: list[tuple[str, str]] = []
+    for step in _steps(ops):
+        _apply(step, [expected, actual], live)
+        truth = expected.match_many(probe)
+        assert [actual.match(key) for key in probe] == truth, f"bindings {live!r}"
+        assert actual.match_many(probe) == truth
+        assert_batches_equal(actual, probe, truth)
+    assert actual.stats()["shapes"] >= 0  # the counts made again if they were not kept
+
+
+def test_a_seed_mix_bind_past_the_dropped_shapes_splits_no_shape(monkeypatch):
+    """Past `DROP_SHAPES` shapes with a pattern of two '#', adds and removes count only the
+    patterns of two '#' (no `shape_of`); the shapes are counted again, once, when the last
+    of those goes, and the index is then usable again if they are few."""
+    live: list[tuple[str, str]] = []
+    index = _index(live)
+    for pattern in ["#.#"] + [f"w{i}." + ".".join(["*"] * (i + 1)) for i in range(DROP_SHAPES + 2)]:
+        live.append((pattern, "q"))
+        index.add(split_words(pattern), "q")
+    calls = []
+    monkeypatch.setattr(shapes_module, "shape_of", lambda words: calls.append(words) or
+                        shape_of(words))
+    extra = [(f"x{i}.*.#", "q") for i in range(50)] + [("a.#.#", "q")]
+    for pattern, destination in extra:
+        live.append((pattern, destination))
+        index.add(split_words(pattern), destination)
+    for pattern, destination in extra[:25]:
+        live.remove((pattern, destination))
+        index.remove(split_words(pattern), destination)
+    assert calls == [] and index.matcher() is None
+    assert index.stats()["unshaped_bindings"] == 2
+    # the wide shapes and the patterns of two '#' go: counted again, usable
+    for pattern, destination in [p for p in live if p[0].startswith("w") or p[0].count("#") > 1]:
+        live.remove((pattern, destination))
+        index.remove(split_words(pattern), destination)
+    assert index.matcher() is not None and index.stats()["shapes"] == 1
+    assert index.matcher()("x30.a.b") == {"q"}
+
+
+@SETTINGS
+@given(words=st.lists(st.lists(st.sampled_from(["a", "b", "*", "#"]), max_size=5), max_size=12))
+def test_trie_insert_returns_the_path_and_its_first_new_node(words):
+    trie = TrieEngine()
+    for i, pattern in enumerate(map(tuple, words)):
+        node, existing = trie._root, 0
+        for word in pattern:  # the prefix already there, from the definition
+            node = node.child(word)
+            if node is None:
+                break
+            existing += 1
+        nodes = trie._nodes
+        path, created = trie.insert(pattern, i)
+        assert created == existing + 1  # ``len(pattern) + 1`` where no node is new
+        assert trie._nodes == nodes + len(pattern) - existing
+        assert len(path) == len(pattern) + 1 and path[0] is trie._root
+        for depth, word in enumerate(pattern, 1):
+            assert path[depth - 1].child(word) is path[depth]
+            assert path[depth].is_hash == (word == "#")
+        assert i in path[-1].destinations
+    assert sorted(d for _, d in trie.patterns()) == list(range(len(words)))
