@@ -28,7 +28,6 @@ from collections.abc import Hashable, Iterator
 from xroute.core.keys import HASH, STAR
 from xroute.engines.base import Words
 
-
 # `CatchAllShadow.bind`'s patterns leaving, where none does: one shared empty list, never
 # changed by its callers (they only iterate it)
 _NONE_LEAVING: list[Words] = []
