@@ -170,3 +170,73 @@ def test_trie_insert_returns_the_path_and_its_first_new_node(words):
             assert path[depth].is_hash == (word == "#")
         assert i in path[-1].destinations
     assert sorted(d for _, d in trie.patterns()) == list(range(len(words)))
+
+
+# Destinations with floors, and enough shapes (and a pattern of two '#') for the trie.
+waiting_patterns = st.one_of(
+    st.sampled_from(["#", "*.#", "#.*", "*.*.#", "a.#", "*.a", "a.*.b", "#.b.#", "c.*", "*"]),
+    wide_patterns)
+waiting_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), waiting_patterns, st.sampled_from(["q1", "q2", "q3", "q4"])),
+        st.tuples(st.just("remove"), st.integers(0, 40)),
+        st.tuples(st.just("match"), st.lists(keys, min_size=1, max_size=6)),
+    ),
+    min_size=1,
+    max_size=50,
+)
+
+
+@SETTINGS
+@given(steps=waiting_steps, waits=st.integers(1, 4), most=st.integers(1, 6))
+def test_auto_with_destinations_waiting_outside_the_trie_equals_reference(steps, waits, most):
+    """Where destinations are shared, a destination's patterns wait outside the trie for its
+    first `AUTO_WAIT_BINDS` wildcard bindings or until it has a floor (at most
+    `AUTO_WAIT_MAX` over all): every read, bind and unbind answers as `reference`."""
+    from unittest import mock
+
+    from xroute.engines import auto
+
+    with mock.patch.object(auto, "AUTO_WAIT_BINDS", waits), \
+            mock.patch.object(auto, "AUTO_WAIT_MAX", most):
+        expected = TopicMatcher(engine="reference")
+        actual = TopicMatcher(engine="auto")
+        live: list[tuple[str, str]] = []
+        for pattern in ["#.#", *[p for p, _ in WIDE[1:8]]]:  # the trie is made: q0 binds
+            apply_binding_step(("add", pattern, "q0"), [expected, actual], live)
+        for step in steps:
+            if step[0] == "match":
+                truth = expected.match_many(step[1])
+                assert [actual.match(key) for key in step[1]] == truth, f"bindings {live!r}"
+                assert actual.match_many(step[1]) == truth
+                assert_batches_equal(actual, step[1], truth)
+                continue
+            apply_binding_step(step, [expected, actual], live)
+            assert sorted(actual.bindings()) == sorted(live)
+            for pattern, destination in live[-3:]:
+                assert actual.has(pattern, destination)
+        probe = ["a", "a.b", "c.d.e", "a.x.b", "w", "x.b.y"]
+        assert [actual.match(key) for key in probe] == expected.match_many(probe)
+
+
+def test_a_queue_bound_with_a_floor_early_never_puts_its_patterns_in_the_trie(monkeypatch):
+    """A destination's first wildcard patterns wait outside the trie: once it is bound with
+    ``#`` (which covers them all), they never enter it, and none leaves it (main put each
+    in the trie and took it out again)."""
+    from xroute.engines.trie import TrieEngine as Trie
+
+    matcher = TopicMatcher(engine="auto")
+    matcher.add("#.#", "first")  # two '#': the shapes cannot serve, the trie is made
+    made: list[tuple[str, ...]] = []
+    gone: list[tuple[str, ...]] = []
+    insert, delete = Trie.insert, Trie.delete
+    monkeypatch.setattr(Trie, "insert", lambda self, w, d: made.append(w) or insert(self, w, d))
+    monkeypatch.setattr(Trie, "delete", lambda self, w, d: gone.append(w) or delete(self, w, d))
+    specific = [f"w{i}.*.x{i}" for i in range(20)] + ["a.#", "*.b.*"]
+    for pattern in specific:
+        matcher.add(pattern, "q")
+    matcher.add("#", "q")
+    assert made == [("#",)] and gone == []
+    assert matcher.match("w3.k.x3") == {"first", "q"} and matcher.match("") == {"first", "q"}
+    matcher.remove("#", "q")  # its patterns count again
+    assert matcher.match("w3.k.x3") == {"first", "q"} and matcher.match("z") == {"first"}

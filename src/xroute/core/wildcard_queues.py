@@ -139,8 +139,11 @@ class WildcardQueues:
     def _ask(self, key: str) -> frozenset[str]:
         """`match` after a change: the matcher's function as it stands now, kept until the
         next change, and its answer for ``key``."""
-        match = self.match = self._current()
-        return match(key)
+        found = self._current()(key)
+        # as it stands after that read: a first read may have put waiting patterns in the
+        # trie (`AutoEngine._wait`), after which the matcher's function is a call shorter
+        self.match = self._current()
+        return found
 
     def _current(self) -> Callable[[str], frozenset[str]]:
         # The exchange makes this index only over an engine that splits literal bindings off

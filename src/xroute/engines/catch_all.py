@@ -160,6 +160,16 @@ class CatchAllShadow:
                 self._applied[destination] = floor
         return entering, leaving
 
+    def has_wildcards(self, destination: Hashable) -> bool:
+        """Whether ``destination`` has a wildcard binding."""
+        return destination in self._wildcards
+
+    def uncovered(self, destination: Hashable) -> list[Words]:
+        """The destination's wildcard patterns that the caller's matcher holds: those that
+        the floor it reflects for the destination does not cover."""
+        applied = self._applied.get(destination)
+        return [words for words in self._patterns(destination) if not covered(words, applied)]
+
     def holds(self, pattern: str, destination: Hashable) -> bool:
         """Whether the wildcard ``pattern`` is bound to ``destination``."""
         held = self._wildcards.get(destination)
