@@ -240,3 +240,24 @@ def test_a_queue_bound_with_a_floor_early_never_puts_its_patterns_in_the_trie(mo
     assert matcher.match("w3.k.x3") == {"first", "q"} and matcher.match("") == {"first", "q"}
     matcher.remove("#", "q")  # its patterns count again
     assert matcher.match("w3.k.x3") == {"first", "q"} and matcher.match("z") == {"first"}
+
+
+def test_destinations_that_waiting_spares_nothing_stop_waiting(monkeypatch):
+    """Queues of one wildcard pattern each, never covered by a floor: once the patterns put
+    in for the bound pass `AUTO_WAIT_MAX` (and four times those spared), no destination
+    waits, so a first read puts nothing into the trie at once."""
+    from xroute.engines import auto
+    from xroute.engines.trie import TrieEngine as Trie
+
+    monkeypatch.setattr(auto, "AUTO_WAIT_MAX", 16)
+    matcher, expected = TopicMatcher(engine="auto"), TopicMatcher(engine="reference")
+    for i in range(200):
+        pattern = "#.#" if not i else f"w{i % 7}." + ".".join(["*"] * (i % 9)) + f".x{i}"
+        matcher.add(pattern, f"q{i}")
+        expected.add(pattern, f"q{i}")
+    made = []
+    insert = Trie.insert
+    monkeypatch.setattr(Trie, "insert", lambda self, w, d: made.append(w) or insert(self, w, d))
+    keys = ["w3.a.b.c.x3", "w1.x1", "w5.a.b.c.d.e.x194", "z"]
+    assert [matcher.match(key) for key in keys] == expected.match_many(keys)
+    assert made == []

@@ -112,9 +112,14 @@ AUTO_MEMO_SAMPLE = 64  # a power of two that divides 1,024
 # none waiting for the first route.
 AUTO_WAIT_BINDS = 64
 # ... and at most this many patterns wait over all destinations (the oldest destination
-# goes in first): what a first read may have to put into the trie at once (about 4 µs a
-# pattern), where destinations have few bindings each and never reach `AUTO_WAIT_BINDS`.
+# goes in first): what a first read may have to put into the trie at once (about 8 µs a
+# pattern with its DFA edges and shapes), where destinations have few bindings each and
+# never reach `AUTO_WAIT_BINDS`. seed-10k needs about 1,000 waiting to spare most (at 512,
+# 1,704 inserts and 1,088 deletes). Waiting stops for good once the patterns that went in
+# for the bounds (not spared by a floor) pass it and four times those it spared: 5k seed
+# patterns of a queue each spare none, and would leave 1,024 for the first read (8 ms).
 AUTO_WAIT_MAX = 1_024
+AUTO_WAIT_SPARED_SHARE = 4
 
 
 @register
@@ -178,6 +183,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         # destination -> its wildcard bindings that entered the matcher meanwhile.
         self._waiting: dict[Hashable, int] = {}
         self._waiting_patterns = 0
+        self._waiting_spared = 0  # patterns a floor covered while they waited
+        self._waited_in = 0  # patterns that went in for `AUTO_WAIT_BINDS` or the bound
+        self._wait_off = False  # waiting spared too little: no destination waits again
 
     # Given the pattern's own text too (`TopicMatcher` passes it): a literal binding's key is
     # then that string, not a copy joined from the words (43 bytes a binding of MQTT's).
@@ -213,15 +221,15 @@ class AutoEngine(BatchKernel, DfaEngine):
         else:
             waits = self._waiting.get(destination)
             if waits is None and not self._trie_deferred and not shadow.has_wildcards(
-                    destination) and not self._unshadowed:
+                    destination) and not self._unshadowed and not self._wait_off:
                 waits = 0  # its first wildcard binding: it waits (`AUTO_WAIT_BINDS`)
             # A floor pattern (`xroute.engines.catch_all`) that lowers the destination's floor
             # takes the patterns it covers out of the trie and the shapes.
             enters, leaving = shadow.bind(words, destination, pattern)
             if waits is not None:  # none of its patterns is in the trie or the shapes
-                if HASH in words and floor_of(words) is not None:
-                    waits = AUTO_WAIT_BINDS  # a floor: what it leaves uncovered goes in now
-                self._wait(destination, waits + enters)
+                # (a floor: what it leaves uncovered goes in now)
+                self._wait(destination, waits + enters,
+                           HASH in words and floor_of(words) is not None)
                 return
             if leaving:
                 self._move(leaving, destination, self._remove_wildcard)
@@ -330,25 +338,34 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flush_pending()
         return self.match_wildcards(key)
 
-    def _wait(self, destination: Hashable, binds: int) -> None:
+    def _wait(self, destination: Hashable, binds: int, floor: bool = False) -> None:
         """A wildcard binding of a waiting ``destination`` (``binds``: its bindings that entered
-        the matcher, this one too): it goes on waiting, or its patterns enter the trie now
-        (`AUTO_WAIT_BINDS`, `AUTO_WAIT_MAX`). While any wait, the engine reads as while
-        patterns wait in `_pending_patterns` (empty lists here: the patterns are the shadow's),
-        so the first reader puts them in (`_make_trie`)."""
+        the matcher, this one too; ``floor``: a floor pattern): it goes on waiting, or its
+        patterns enter the trie now (`AUTO_WAIT_BINDS`, `AUTO_WAIT_MAX`). While any wait, the
+        engine reads as while patterns wait in `_pending_patterns` (empty lists here: the
+        patterns are the shadow's), so the first reader puts them in (`_make_trie`)."""
         waiting = self._waiting
-        if binds >= AUTO_WAIT_BINDS:
-            self._waiting_patterns -= waiting.pop(destination, 0)
-            self._move(self._shadow.uncovered(destination), destination,  # type: ignore[union-attr]
-                       self._add_wildcard)
-            if not waiting:  # the last one: nothing left for a reader to put in
+        if floor or binds >= AUTO_WAIT_BINDS:
+            waited = waiting.pop(destination, 0)
+            self._waiting_patterns -= waited
+            entering = self._shadow.uncovered(destination)  # type: ignore[union-attr]
+            if floor:
+                self._waiting_spared += max(0, binds - len(entering))
+            else:
+                self._waited_in += len(entering)
+            self._move(entering, destination, self._add_wildcard)
+            if self._waited_in > max(AUTO_WAIT_MAX,
+                                     AUTO_WAIT_SPARED_SHARE * self._waiting_spared):
+                self._wait_off = True  # it spares too little here: all go in now
+                self._stop_waiting()
+            if not self._waiting:  # the last one: nothing left for a reader to put in
                 self._pending_patterns = None
         else:
             self._waiting_patterns += binds - waiting.get(destination, 0)
             waiting[destination] = binds
             while self._waiting_patterns > AUTO_WAIT_MAX:  # the oldest goes in
                 self._wait(next(iter(waiting)), AUTO_WAIT_BINDS)
-            if waiting and self._pending_patterns is None:
+            if self._waiting and self._pending_patterns is None:
                 self._pending_patterns, self._pending_destinations = [], []
         self._changed()
 
