@@ -220,9 +220,12 @@ class AutoEngine(BatchKernel, DfaEngine):
                 self._add_wildcard(words, destination)  # (asks the shapes again: refused)
         else:
             waits = self._waiting.get(destination)
-            if waits is None and not self._trie_deferred and not shadow.has_wildcards(
-                    destination) and not self._unshadowed and not self._wait_off:
-                waits = 0  # its first wildcard binding: it waits (`AUTO_WAIT_BINDS`)
+            if waits is None and not self._trie_deferred and not self._states and (
+                    not shadow.has_wildcards(destination)) and not self._unshadowed and (
+                    not self._wait_off):
+                # its first wildcard binding, while nothing has read the DFA (a bulk bind,
+                # not a change between routes, whose next route would pay): it waits
+                waits = 0
             # A floor pattern (`xroute.engines.catch_all`) that lowers the destination's floor
             # takes the patterns it covers out of the trie and the shapes.
             enters, leaving = shadow.bind(words, destination, pattern)
