@@ -84,11 +84,13 @@ class FanOutCounter:
 class WildcardQueues:
     """The wildcard bindings of one topic exchange, by queue name."""
 
-    __slots__ = ("_matcher", "_repeats", "exchange_bindings", "match", "_changed")
+    __slots__ = ("_matcher", "_holds", "_repeats", "exchange_bindings", "match", "_changed")
 
     def __init__(self, engine: str) -> None:
         # routed key by key only: no destination ids kept for batches
         self._matcher = TopicMatcher(engine=engine, ids_from_start=False)
+        # `TopicMatcher.has` as one function, asked on every binding (hot: a bulk bind)
+        self._holds = self._matcher.pair_test()
         # (pattern, queue) -> its bindings, kept only where there are two or more (the same
         # pattern and queue with other arguments is another binding, to the same queue)
         self._repeats: dict[tuple[str, str], int] = {}
@@ -109,7 +111,7 @@ class WildcardQueues:
             self.exchange_bindings += 1
             return
         pair = (pattern, name)
-        if self._repeats.get(pair) or self._matcher.has(pattern, name):
+        if self._repeats.get(pair) or self._holds(pattern, name):
             self._repeats[pair] = self._repeats.get(pair, 1) + 1
             return
         self._matcher.add_new(pattern, split_words(pattern) if words is None else words, name,
@@ -137,8 +139,11 @@ class WildcardQueues:
     def _ask(self, key: str) -> frozenset[str]:
         """`match` after a change: the matcher's function as it stands now, kept until the
         next change, and its answer for ``key``."""
-        match = self.match = self._current()
-        return match(key)
+        found = self._current()(key)
+        # as it stands after that read: a first read may have put waiting patterns in the
+        # trie (`AutoEngine._wait`), after which the matcher's function is a call shorter
+        self.match = self._current()
+        return found
 
     def _current(self) -> Callable[[str], frozenset[str]]:
         # The exchange makes this index only over an engine that splits literal bindings off

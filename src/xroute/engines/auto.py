@@ -43,7 +43,7 @@ import numpy as np
 
 from xroute.core.keys import HASH, STAR, split_words
 from xroute.engines.base import EMPTY, Words, register
-from xroute.engines.catch_all import CatchAllShadow
+from xroute.engines.catch_all import CatchAllShadow, floor_of
 from xroute.engines.compiled import LITERAL_TABLE_OVER, BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
@@ -100,6 +100,26 @@ AUTO_MEMO_PROBE = 1_024
 AUTO_MEMO_MIN_HIT_SHARE = 4
 AUTO_MEMO_SKIP = 65_536  # keys; the pause is checked every 1,024
 AUTO_MEMO_SAMPLE = 64  # a power of two that divides 1,024
+# Where destinations are shared (a topology's queue-name index) and the trie is made, a
+# destination's wildcard patterns wait outside it (in the catch-all shadow, which lists them
+# anyway) for its first this many wildcard bindings, or until it is bound with a floor
+# pattern (`xroute.engines.catch_all`), which covers most of them: those never enter the
+# trie. On the seed mix (10k bindings, 100 queues) 93 queues get a floor, at their 27th
+# binding at the median: putting each queue's patterns into the trie before its floor and
+# taking them out after was 2,704 inserts and 2,088 deletes for the 616 patterns left, three
+# quarters of the index's time (837 and 221 at this bound; 1,378 and 762 at 48). A queue
+# without a floor goes in by its 64th wildcard binding: a bulk bind of 70 a queue leaves
+# none waiting for the first route.
+AUTO_WAIT_BINDS = 64
+# ... and at most this many patterns wait over all destinations (the oldest destination
+# goes in first): what a first read may have to put into the trie at once (about 8 µs a
+# pattern with its DFA edges and shapes), where destinations have few bindings each and
+# never reach `AUTO_WAIT_BINDS`. seed-10k needs about 1,000 waiting to spare most (at 512,
+# 1,704 inserts and 1,088 deletes). Waiting stops for good once the patterns that went in
+# for the bounds (not spared by a floor) pass it and four times those it spared: 5k seed
+# patterns of a queue each spare none, and would leave 1,024 for the first read (8 ms).
+AUTO_WAIT_MAX = 1_024
+AUTO_WAIT_SPARED_SHARE = 4
 
 
 @register
@@ -159,6 +179,13 @@ class AutoEngine(BatchKernel, DfaEngine):
         # The DFA's index of labelled edges is made only once the shapes no longer serve
         # (`_changed`): a binding change then, not a route, pays for making it.
         self._parents = None
+        # Destinations whose wildcard patterns wait outside the trie (`AUTO_WAIT_BINDS`):
+        # destination -> its wildcard bindings that entered the matcher meanwhile.
+        self._waiting: dict[Hashable, int] = {}
+        self._waiting_patterns = 0
+        self._waiting_spared = 0  # patterns a floor covered while they waited
+        self._waited_in = 0  # patterns that went in for `AUTO_WAIT_BINDS` or the bound
+        self._wait_off = False  # waiting spared too little: no destination waits again
 
     # Given the pattern's own text too (`TopicMatcher` passes it): a literal binding's key is
     # then that string, not a copy joined from the words (43 bytes a binding of MQTT's).
@@ -194,9 +221,21 @@ class AutoEngine(BatchKernel, DfaEngine):
             else:
                 self._add_wildcard(words, destination)  # (asks the shapes again: refused)
         else:
+            waits = self._waiting.get(destination)
+            if waits is None and not self._trie_deferred and not self._states and (
+                    not shadow.has_wildcards(destination)) and not self._unshadowed and (
+                    not self._wait_off):
+                # its first wildcard binding, while nothing has read the DFA (a bulk bind,
+                # not a change between routes, whose next route would pay): it waits
+                waits = 0
             # A floor pattern (`xroute.engines.catch_all`) that lowers the destination's floor
             # takes the patterns it covers out of the trie and the shapes.
             enters, leaving = shadow.bind(words, destination, pattern)
+            if waits is not None:  # none of its patterns is in the trie or the shapes
+                # (a floor: what it leaves uncovered goes in now)
+                self._wait(destination, waits + enters,
+                           HASH in words and floor_of(words) is not None)
+                return
             if leaving:
                 self._move(leaving, destination, self._remove_wildcard)
             if enters:
@@ -217,15 +256,20 @@ class AutoEngine(BatchKernel, DfaEngine):
             # a reader still wait): only what is kept per key goes, as for a literal add.
             self._answers_changed()
             return
-        if self._pending_patterns is not None:  # (no shadow then)
-            # Not flushed: on the seed mix at 100k, the first wildcard unbind after a bulk
-            # bind made the trie of the 68k waiting patterns and the DFA's edges (2.2 s).
-            if not self._unbind_pending(".".join(words) if pattern is None else pattern,
-                                        destination):
-                self._remove_wildcard(words, destination)  # bound before any waited
-            self._changed()
-            return
         shadow = self._shadow
+        if self._pending_patterns is not None:
+            if shadow is None:  # patterns wait in the lists
+                # Not flushed: on the seed mix at 100k, the first wildcard unbind after a
+                # bulk bind made the trie of the 68k waiting patterns and the DFA's edges
+                # (2.2 s).
+                if not self._unbind_pending(".".join(words) if pattern is None else pattern,
+                                            destination):
+                    self._remove_wildcard(words, destination)  # bound before any waited
+                self._changed()
+                return
+            # Destinations wait (`_wait`: the lists are empty, the patterns the shadow's):
+            # they go in first, at most `AUTO_WAIT_MAX` patterns.
+            self._flush_pending()
         if shadow is None:
             self._remove_wildcard(words, destination)
         else:
@@ -355,6 +399,44 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flush_pending()
         return self.match_wildcards(key)
 
+    def _wait(self, destination: Hashable, binds: int, floor: bool = False) -> None:
+        """A wildcard binding of a waiting ``destination`` (``binds``: its bindings that entered
+        the matcher, this one too; ``floor``: a floor pattern): it goes on waiting, or its
+        patterns enter the trie now (`AUTO_WAIT_BINDS`, `AUTO_WAIT_MAX`). While any wait, the
+        engine reads as while patterns wait in `_pending_patterns` (empty lists here: the
+        patterns are the shadow's), so the first reader puts them in (`_make_trie`)."""
+        waiting = self._waiting
+        if floor or binds >= AUTO_WAIT_BINDS:
+            waited = waiting.pop(destination, 0)
+            self._waiting_patterns -= waited
+            entering = self._shadow.uncovered(destination)  # type: ignore[union-attr]
+            if floor:
+                self._waiting_spared += max(0, binds - len(entering))
+            else:
+                self._waited_in += len(entering)
+            self._move(entering, destination, self._add_wildcard)
+            if self._waited_in > max(AUTO_WAIT_MAX,
+                                     AUTO_WAIT_SPARED_SHARE * self._waiting_spared):
+                self._wait_off = True  # it spares too little here: all go in now
+                self._stop_waiting()
+            if not self._waiting:  # the last one: nothing left for a reader to put in
+                self._pending_patterns = None
+        else:
+            self._waiting_patterns += binds - waiting.get(destination, 0)
+            waiting[destination] = binds
+            while self._waiting_patterns > AUTO_WAIT_MAX:  # the oldest goes in
+                self._wait(next(iter(waiting)), AUTO_WAIT_BINDS)
+            if self._waiting and self._pending_patterns is None:
+                self._pending_patterns, self._pending_destinations = [], []
+        self._changed()
+
+    def _stop_waiting(self) -> None:
+        """Every waiting destination's patterns into the trie and the shapes."""
+        waiting, self._waiting, self._waiting_patterns = self._waiting, {}, 0
+        for destination in waiting:
+            self._move(self._shadow.uncovered(destination), destination,  # type: ignore[union-attr]
+                       self._add_wildcard)
+
     def _remove_wildcard(self, words: Words, destination: Hashable) -> None:
         if self._trie_deferred:
             self._shapes.remove(words, destination)
@@ -368,6 +450,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         before the binding at hand is in it, or after it left; once: it is then kept). With
         a shadow, from the bindings it leaves in the matcher (`CatchAllShadow.held`): every
         one the shapes hold, and the binding at hand if it enters."""
+        if not self._trie_deferred:  # made: only destinations wait (`_wait`)
+            self._stop_waiting()
+            return
         bound = list(self._bindings())  # type: ignore[misc]  # (from the shapes, while deferred)
         self._trie_deferred = False
         self._deferred = 0

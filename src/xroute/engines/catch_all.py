@@ -28,6 +28,10 @@ from collections.abc import Hashable, Iterator
 from xroute.core.keys import HASH, STAR
 from xroute.engines.base import Words
 
+# `CatchAllShadow.bind`'s patterns leaving, where none does: one shared empty list, never
+# changed by its callers (they only iterate it)
+_NONE_LEAVING: list[Words] = []
+
 
 def is_catch_all(words: Words) -> bool:
     """True if a pattern is only ``#`` words: it matches every routing key (the empty
@@ -85,16 +89,22 @@ class CatchAllShadow:
         own string is kept, not a copy). Returns whether the caller's matcher takes it, and
         the destination's patterns that leave the matcher now (a floor pattern that lowers
         the destination's floor covers them)."""
+        # hot: every wildcard bind of a topology's queue-name index (bind rate)
         if pattern is None:
             pattern = ".".join(words)
-        held = self._wildcards.get(destination)
+        wildcards = self._wildcards
+        held = wildcards.get(destination)
         if held is None:
-            self._wildcards[destination] = pattern
-        elif isinstance(held, str):
-            self._wildcards[destination] = {held, pattern}
+            wildcards[destination] = pattern
+        elif held.__class__ is str:
+            wildcards[destination] = {held, pattern}  # type: ignore[assignment]
         else:
-            held.add(pattern)
+            held.add(pattern)  # type: ignore[union-attr]
         applied = self._applied.get(destination)
+        if HASH not in words:  # no floor pattern (`floor_of`), the usual case: no call
+            if applied is None:
+                return True, _NONE_LEAVING
+            return not covered(words, applied), _NONE_LEAVING
         floor = floor_of(words)
         leaving: list[Words] = []
         if floor is not None:
@@ -149,6 +159,16 @@ class CatchAllShadow:
             else:
                 self._applied[destination] = floor
         return entering, leaving
+
+    def has_wildcards(self, destination: Hashable) -> bool:
+        """Whether ``destination`` has a wildcard binding."""
+        return destination in self._wildcards
+
+    def uncovered(self, destination: Hashable) -> list[Words]:
+        """The destination's wildcard patterns that the caller's matcher holds: those that
+        the floor it reflects for the destination does not cover."""
+        applied = self._applied.get(destination)
+        return [words for words in self._patterns(destination) if not covered(words, applied)]
 
     def holds(self, pattern: str, destination: Hashable) -> bool:
         """Whether the wildcard ``pattern`` is bound to ``destination``."""

@@ -244,6 +244,15 @@ class TopicMatcher:
         """Whether ``pattern`` is bound to ``destination``."""
         return self._binding(pattern, _hashable(destination)) is not None
 
+    def pair_test(self) -> Callable[[str, Hashable], bool]:
+        """`has` as one function of (pattern, hashable destination), for a caller that asks it
+        on every binding (a topology's queue-name index, `xroute.core.wildcard_queues`): the
+        engine's own test where the engine holds the pairs (`AutoEngine.holds_pair`: two
+        calls, where `has` made six), else `has`. Valid for the matcher's life."""
+        if self._bindings.__class__ is _PairsHeldByEngine:
+            return self._engine.holds_pair  # type: ignore[no-any-return]
+        return self.has
+
     def _binding(self, pattern: str, destination: Hashable) -> Any:
         """The entry of the binding in ``_bindings``, or None if it is not bound."""
         if self._pattern_of is None:

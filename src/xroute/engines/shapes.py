@@ -22,7 +22,11 @@ Past `DROP_SHAPES` shapes the index keeps only a count of patterns per shape, no
 entries (the seed mix at 10k bindings: 1,300 shapes, 450 bytes and two tracked objects a
 binding kept for nothing), and makes them again from its ``source`` (the caller's trie) once
 it is usable again: a rebuild over every pattern, paid only when the shapes come back under
-`MAX_SHAPES`, never per change.
+`MAX_SHAPES`, never per change. While it also has patterns of two ``#`` or more, which alone
+make it unusable, it keeps no count per shape either, only theirs (a C-level count of ``#``
+a change, where `shape_of` costs about 1.3 µs: 4,800 of them in a bulk bind of 10k seed
+bindings, a tenth of its queue-name index's time); the counts are made again from the
+source once the last such pattern goes (`ShapeIndex._recount`).
 """
 
 from __future__ import annotations
@@ -52,6 +56,19 @@ SMALL_UNION = 16
 FREEZE_NOW = 8
 # `ShapeIndex.add`'s shape key when the caller has not worked it out.
 _UNKNOWN: Any = object()
+
+
+class _NotCounted(dict):
+    """`ShapeIndex._counts` while the shapes are not counted (see the module's doc): as
+    many shapes as make the index unusable, for the inline tests of `usable`."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return DROP_SHAPES + 1
+
+
+_NOT_COUNTED: Any = _NotCounted()
 
 
 class _Shape:
@@ -171,6 +188,8 @@ class ShapeIndex:
     @property
     def usable(self) -> bool:
         """True if every pattern has a shape and there are at most `MAX_SHAPES` of them."""
+        if not self._unshaped and self._counts is _NOT_COUNTED:
+            self._recount()
         return not self._unshaped and len(self._counts) <= MAX_SHAPES
 
     def holds(self, words: Words, destination: Hashable) -> bool:
@@ -201,6 +220,13 @@ class ShapeIndex:
     def add(self, words: Words, destination: Hashable, key: Any = _UNKNOWN) -> None:
         """Index the new binding of the wildcard pattern ``words`` to ``destination``
         (``key``: its `shape_of`, if the caller has it)."""
+        # hot: a seed-mix bind. No count by shape while dropped with patterns of two '#' or
+        # more (or since the last of them went, until `matcher` counts them again).
+        if self._dropped and (self._unshaped or self._counts is _NOT_COUNTED):
+            self._counts = _NOT_COUNTED
+            if words.count(HASH) > 1:  # (`shape_of` is None)
+                self._unshaped += 1
+            return
         if key is _UNKNOWN:
             key = shape_of(words)
         if key is None:
@@ -240,6 +266,10 @@ class ShapeIndex:
 
     def remove(self, words: Words, destination: Hashable) -> None:
         """Forget the binding of ``words`` to ``destination`` (indexed before)."""
+        if self._counts is _NOT_COUNTED:  # (dropped, with patterns of two '#' or more)
+            if words.count(HASH) > 1:
+                self._unshaped -= 1  # at 0, `matcher` counts the shapes again
+            return
         key = shape_of(words)
         if key is None:
             self._unshaped -= 1
@@ -286,6 +316,9 @@ class ShapeIndex:
         a topology's `Binding` objects)."""
         # `usable`, inline: asked after every wildcard binding change, twice or more
         if self._unshaped or len(self._counts) > MAX_SHAPES:
+            if not self._unshaped and self._counts is _NOT_COUNTED:
+                self._recount()  # the last pattern of two '#' went: the shapes may do
+                return self.matcher(bare)
             return None
         if self._dropped:
             self._rebuild()
@@ -372,6 +405,19 @@ class ShapeIndex:
         self._matchers = {}
         self._headless = 0
 
+    def _recount(self) -> None:
+        """The patterns per shape again, from the source (they were not counted while the
+        index had patterns of two '#' or more: see the module's doc)."""
+        counts: dict[tuple[int, bool, tuple[int, ...]], int] = {}
+        unshaped = 0
+        for words, _ in self._source():  # type: ignore[misc]
+            key = shape_of(words)
+            if key is None:
+                unshaped += 1
+            else:
+                counts[key] = counts.get(key, 0) + 1
+        self._counts, self._unshaped = counts, unshaped
+
     def _rebuild(self) -> None:
         """Usable again after a drop: make the entries from the source's patterns."""
         self._dropped = False
@@ -427,6 +473,8 @@ class ShapeIndex:
 
     def stats(self) -> dict[str, int]:
         """How many shapes, and how many bindings have none (two ``#`` or more)."""
+        if self._counts is _NOT_COUNTED:
+            self._recount()
         return {"shapes": len(self._counts), "unshaped_bindings": self._unshaped,
                 "shape_entries_dropped": self._dropped}
 

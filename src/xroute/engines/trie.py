@@ -188,8 +188,9 @@ class TrieEngine:
         none), for subclasses that keep state about nodes."""
         node = self._root
         path = [node]
-        created = len(words) + 1
-        for depth, word in enumerate(words, 1):
+        append = path.append
+        depth = 0
+        for word in words:
             if word == STAR:
                 child = node.star
             elif word == HASH:
@@ -201,20 +202,34 @@ class TrieEngine:
                 else:
                     child = kids.get(word)
             if child is None:
-                if created > depth:
-                    created = depth
-                child = HashNode() if word == HASH else Node()
-                if word == STAR:
-                    node.star = child
-                elif word == HASH:
-                    node.hash = child
-                else:
-                    node.add_literal(word, child)
-                self._nodes += 1
-            path.append(child)
+                break
+            append(child)
             node = child
-        node.bind(destination)
-        return path, created
+            depth += 1
+        else:  # every node there already
+            node.bind(destination)
+            return path, depth + 1
+        # The rest of the path is new (most wildcard binds of a varied mix: 4 nodes of 5):
+        # made and linked without looking up; below the first new node every parent is
+        # new too, so its one literal child is set as the pair itself (`add_literal`).
+        fresh = False
+        for word in words[depth:]:
+            if word == STAR:
+                child = node.star = Node()
+            elif word == HASH:
+                child = node.hash = HashNode()
+            elif fresh:
+                child = Node()
+                node.children = (sys.intern(word), child)
+            else:
+                child = Node()
+                node.add_literal(word, child)
+            fresh = True
+            append(child)
+            node = child
+        self._nodes += len(words) - depth
+        node.destinations = (destination,)  # a new leaf: `bind` of its first destination
+        return path, depth + 1
 
     def delete(self, words: Words, destination: Hashable) -> tuple[list[Node], int]:
         """Unbind ``destination`` from the end of ``words`` and prune what no longer leads to
@@ -243,6 +258,8 @@ class TrieEngine:
                 parent.star = None
             elif word == HASH:
                 parent.hash = None
+            elif parent.children.__class__ is tuple:  # `remove_literal` of an only child
+                parent.children = _NO_CHILDREN
             else:
                 parent.remove_literal(word)
             self._nodes -= 1
