@@ -18,7 +18,7 @@ from tests.strategies import keys
 from xroute.core.batch import BatchRouter
 from xroute.core.keys import split_words
 from xroute.core.topology import Topology
-from xroute.engines import shapes
+from xroute.engines import TopicMatcher, shapes
 from xroute.engines.reference import pattern_matches
 
 QUEUES = ["q0", "q1", "q2"]
@@ -142,3 +142,32 @@ def test_any_unbinds_while_patterns_wait_leave_every_reader_exact(
         for key in extra:
             assert topology.route("x", key) == _truth(live, key), (live, key)
         _check_every_reader(topology, live)
+
+
+@settings(max_examples=150, deadline=None)
+@given(binds=st.lists(st.tuples(wildcard_patterns, st.sampled_from(QUEUES)), max_size=25),
+       unbinds=st.lists(st.integers(0, 40), max_size=25),
+       probe=st.lists(keys, max_size=5))
+def test_a_matcher_whose_destinations_have_several_patterns_unbinds_the_right_pair(
+        binds, unbinds, probe):
+    """`TopicMatcher(shared_destinations=False)` may bind one destination to several
+    patterns (a topology's bindings never do): the waiting pair, not the destination, is
+    taken out."""
+    with mock.patch.object(shapes, "MAX_SHAPES", 1), \
+            mock.patch.object(shapes, "DROP_SHAPES", 2):
+        matcher = TopicMatcher(engine="auto", shared_destinations=False)
+        live: list[tuple[str, str]] = []
+        for pattern, queue in binds:
+            if (pattern, queue) not in live:
+                matcher.add(pattern, queue)
+                live.append((pattern, queue))
+        for index in unbinds:
+            if live:
+                pattern, queue = live.pop(index % len(live))
+                matcher.remove(pattern, queue)
+                assert matcher.has(pattern, queue) is False
+        assert all(matcher.has(pattern, queue) for pattern, queue in live)
+        assert matcher._engine._trie_deferred  # no reader yet: nothing made the trie
+        for key in probe + ["a", "a.b", "a.a.a.z", "a.a.a.a.a.a.a.a.b.c"]:
+            assert matcher.match(key) == _truth(live, key), (live, key)
+        assert sorted(matcher.bindings()) == sorted(live)

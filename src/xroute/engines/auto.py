@@ -210,10 +210,12 @@ class AutoEngine(BatchKernel, DfaEngine):
             return
         if shadow is None:
             if self._pending_patterns is not None:  # the trie waits for a reader
-                self._pending_patterns.append(".".join(words) if pattern is None else pattern)
+                if pattern is None:
+                    pattern = ".".join(words)
+                self._pending_patterns.append(pattern)
                 self._pending_destinations.append(destination)
                 if self._pending_at is not None:  # kept once an unbind asked for it
-                    self._pending_at[destination] = len(self._pending_destinations) - 1
+                    self._pending_at[pattern, destination] = len(self._pending_destinations) - 1
                 return  # `_by_shape` stays the flushing matcher: nothing else to drop
             # hot: `_add_wildcard`'s usual case, inline (a wildcard kept in the shapes alone)
             if self._trie_deferred and self._shapes.add_if_usable(words, destination):
@@ -320,11 +322,11 @@ class AutoEngine(BatchKernel, DfaEngine):
     # is `_pending_match`, which flushes: every reader of it sees each binding.
     _pending_patterns: list[str] | None = None
     _pending_destinations: list[Hashable]
-    # Destination -> its place in the lists, made by the first unbind or `holds` that asks
-    # while patterns wait (`_pending_place`), then kept by each waiting add; None till then,
-    # so that a bulk bind pays nothing for it. (Destinations are not shared here: one place
-    # a destination.)
-    _pending_at: dict[Hashable, int] | None = None
+    # (pattern, destination) -> its place in the lists, made by the first unbind or `holds`
+    # that asks while patterns wait (`_pending_place`), then kept by each waiting add; None
+    # till then, so that a bulk bind pays nothing for it. (By the pair: a matcher's own
+    # destinations, unlike a topology's bindings, may each have several patterns.)
+    _pending_at: dict[tuple[str, Hashable], int] | None = None
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
         if self._trie_deferred:
@@ -360,12 +362,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         or None if it does not wait there."""
         places = self._pending_at
         if places is None:
-            places = self._pending_at = {
-                waiting: place for place, waiting in enumerate(self._pending_destinations)}
-        place = places.get(destination)
-        if place is None or self._pending_patterns[place] != pattern:  # type: ignore[index]
-            return None
-        return place
+            places = self._pending_at = {pair: place for place, pair in enumerate(
+                zip(self._pending_patterns, self._pending_destinations))}  # type: ignore[arg-type]
+        return places.get((pattern, destination))
 
     def _unbind_pending(self, pattern: str, destination: Hashable) -> bool:
         """Take the binding out of the pending lists if it waits there (whether it did): the
@@ -383,9 +382,9 @@ class AutoEngine(BatchKernel, DfaEngine):
         last_pattern, last_destination = patterns.pop(), destinations.pop()  # type: ignore[union-attr]
         places = self._pending_at
         if places is not None:
-            del places[destination]
+            del places[pattern, destination]
             if place < len(destinations):
-                places[last_destination] = place
+                places[last_pattern, last_destination] = place
         if place < len(destinations):
             patterns[place] = last_pattern  # type: ignore[index]
             destinations[place] = last_destination
