@@ -59,18 +59,18 @@ def test_binds_and_unbinds_keep_the_identities_and_order_of_a_plain_list(steps):
 
 def test_a_key_s_string_is_taken_by_its_first_binding_and_freed_by_its_removal():
     table = BindingTable()
-    q1, q2 = Destination("queue", "q1"), Destination("queue", "q2")
+    q1, q2 = Destination("queue", "q1"), Destination("queue", "q2")  # `find` takes the targets
     first, second = Binding("t", q1, "k", {}), Binding("t", q2, "k", {})
     table.add(first, ())
     table.add(second, ())
-    assert table.find("t", q1, "k", ()) is first and table.find("t", q2, "k", ()) is second
-    assert table.find("u", q1, "k", ()) is None and table.find("t", q1, "k", (("x", 1),)) is None
+    assert table.find("t", "q1", "k", ()) is first and table.find("t", "q2", "k", ()) is second
+    assert table.find("u", "q1", "k", ()) is None and table.find("t", "q1", "k", (("x", 1),)) is None
     table.remove(first)  # the second keeps its tuple; the string is free
-    assert table.find("t", q1, "k", ()) is None and table.find("t", q2, "k", ()) is second
+    assert table.find("t", "q1", "k", ()) is None and table.find("t", "q2", "k", ()) is second
     third = Binding("u", q1, "k", {})
     table.add(third, ())  # takes the free string
-    assert table.find("u", q1, "k", ()) is third and table.find("t", q2, "k", ()) is second
+    assert table.find("u", "q1", "k", ()) is third and table.find("t", "q2", "k", ()) is second
     assert list(table.values()) == [second, third] and len(table) == 2
     table.remove(second)
     table.remove(third)
-    assert len(table) == 0 and table.find("t", q2, "k", ()) is None
+    assert len(table) == 0 and table.find("t", "q2", "k", ()) is None

@@ -1,7 +1,8 @@
 """A topology's queues (`xroute.core.queue_table`): a queue of the default properties is kept
-as its bindings' `Destination` and read as a `Queue` made on demand. Whatever the order of
-declarations and deletions, `Topology.queues` reads as a plain dict of `Queue` would, the
-bindings to a queue share one `Destination`, and a pickled topology keeps them all."""
+as its name alone and read as a `Queue` made on demand. Whatever the order of declarations
+and deletions, `Topology.queues` reads as a plain dict of `Queue` would, the bindings to a
+queue share one name string (`Binding.target`) and read an equal `Destination`, and a
+pickled topology keeps them all."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from xroute import Topology
 from xroute.core.errors import UnknownQueue
-from xroute.core.model import NO_ARGUMENTS, Queue
+from xroute.core.model import NO_ARGUMENTS, Destination, Queue
 
 properties = st.fixed_dictionaries({
     "durable": st.booleans(),
@@ -51,11 +52,14 @@ def test_queues_read_as_a_plain_dict_of_queues_whatever_the_steps(steps):
             if not queue.arguments:
                 assert queues[name].arguments is NO_ARGUMENTS
         assert "nope" not in queues and queues.get("nope") is None
-        # every binding to a queue holds that queue's one Destination
+        # every binding to a queue holds that queue's one name string, and reads its
+        # Destination from it
         by_queue: dict[str, object] = {}
         for binding in topology.bindings():
-            assert by_queue.setdefault(binding.destination.name, binding.destination) is (
-                binding.destination)
+            assert by_queue.setdefault(binding.destination.name, binding.target) is (
+                binding.target) and type(binding.target) is str
+            assert binding.destination == ("queue", binding.target)
+            assert type(binding.destination) is Destination
     again = Topology.from_definitions(topology.to_definitions())
     assert dict(again.queues.items()) == model
 
