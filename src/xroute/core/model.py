@@ -110,6 +110,20 @@ class Binding:
         )
 
 
+@dataclass(frozen=True, eq=False)
+class _BindingFields:
+    # `Binding`'s fields as a dataclass states them, for `dataclasses.fields`, `replace` and
+    # `asdict` on a binding as before it kept a name in place of a `Destination`
+    source: str
+    destination: Destination
+    routing_key: str
+    arguments: dict[str, Any]
+
+
+Binding.__dataclass_fields__ = _BindingFields.__dataclass_fields__  # type: ignore[attr-defined]
+Binding.__dataclass_params__ = _BindingFields.__dataclass_params__  # type: ignore[attr-defined]
+Binding.__match_args__ = ("source", "destination", "routing_key", "arguments")  # type: ignore[attr-defined]
+
 _set_source, _set_target, _set_key, _set_arguments = (
     getattr(Binding, name).__set__ for name in Binding.__slots__)
 _new_binding = object.__new__
