@@ -75,3 +75,31 @@ def test_a_queue_s_properties_survive_the_definitions_round_trip():
                                              ("lasting", False, True, {"x-message-ttl": 5})]
     again = Topology.from_definitions(exported)
     assert dict(again.queues.items()) == dict(topology.queues.items())
+
+
+def test_a_queue_s_answer_alone_is_kept_in_its_entry_and_shared_by_every_exchange():
+    topology = Topology()
+    for exchange in ("x", "y"):
+        topology.declare_exchange(exchange, "topic")
+    topology.declare_queue("plain")
+    topology.declare_queue("lasting", durable=False)  # kept as its `Queue`
+    for queue in ("plain", "lasting"):
+        topology.bind("x", queue, f"{queue}.a")
+        topology.bind("x", queue, f"{queue}.b")
+        topology.bind("y", queue, f"{queue}.c")
+    for queue in ("plain", "lasting"):
+        answers = [topology.route(x, f"{queue}.{k}") for x, k in (("x", "a"), ("x", "b"),
+                                                                 ("y", "c"))]
+        assert answers == [frozenset({queue})] * 3
+        assert answers[0] is answers[1] is answers[2]  # one frozenset a queue, all exchanges
+        assert topology.queues[queue].name == queue
+    assert topology.queues["plain"] == Queue("plain", True, False, NO_ARGUMENTS)
+    assert topology.queues["lasting"].durable is False
+    (table,) = [t for t in topology.one_queue_answers() if "plain" in t]
+    assert table["plain"] is topology.route("x", "plain.a") and "lasting" in table
+    topology.delete_queue("plain")
+    assert "plain" not in topology.queues and topology.route("x", "plain.a") == frozenset()
+    topology.declare_queue("plain")
+    topology.bind("y", "plain", "plain.c")
+    assert topology.route("y", "plain.c") == {"plain"}
+    assert [b.target for b in topology.bindings("y")] == ["lasting", "plain"]

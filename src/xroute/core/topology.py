@@ -295,6 +295,9 @@ class Topology:
         )
         if name.startswith("amq.") and name not in STANDARD_EXCHANGES:
             raise AccessRefused(f"exchange name {name!r} is reserved: names beginning 'amq.'")
+        literal = getattr(kind, "literal_routes", None)
+        if literal is not None:  # a queue's answer alone kept in its entry (`QueueTable`)
+            literal.share_singletons_with(self._queues.held, self._queues.singleton)
         if alternate == DEFAULT_EXCHANGE:
             alternate = None  # as RabbitMQ: the default exchange is never an alternate
         if self._watchers:
@@ -409,7 +412,8 @@ class Topology:
         if source == DEFAULT_EXCHANGE:
             raise AccessRefused("bindings to or from the default exchange '' are not allowed")
         if destination_type == "queue":
-            # the queue's shared name if of default properties (else its `Queue`), or None
+            # the queue's shared name or its answer alone if of default properties (else its
+            # `Queue`), or None
             target = self._queues.held.get(destination) if isinstance(destination, str) else None
             if target is None:
                 raise UnknownQueue(destination, f"binding destination from {short_repr(source)}")
@@ -483,6 +487,8 @@ class Topology:
         exchange = self._exchanges.get(source) if source.__class__ is str else None
         target = (self._queues.held.get(destination)
                   if destination.__class__ is str and destination_type == "queue" else None)
+        if target.__class__ is frozenset:
+            (target,) = target  # a queue kept as its answer alone (`QueueTable`): its name
         if (
             exchange is not None and source and target.__class__ is str
             and arguments is None and routing_key.__class__ is str
@@ -592,6 +598,8 @@ class Topology:
         # checks, each passed); any other case takes the full path, checks in RabbitMQ's order.
         target = (self._queues.held.get(destination)
                   if destination.__class__ is str and destination_type == "queue" else None)
+        if target.__class__ is frozenset:
+            (target,) = target  # a queue kept as its answer alone (`QueueTable`): its name
         if (
             target.__class__ is str and source.__class__ is str and source
             and source in self._exchanges and arguments is None
@@ -785,13 +793,17 @@ class Topology:
 
     def one_queue_answers(self) -> list[Mapping[str, frozenset[str]]]:
         """Tables of queue name -> the frozenset of that name alone, for the one-queue
-        answers that first routes share, as far as they are made yet: each topic exchange's
-        literal routes' (`xroute.core.literal_routes`) and those of wildcard bindings matched
+        answers that first routes share, as far as they are made yet: the queue table's (made
+        for the literal routes, `xroute.core.queue_table`), any topic exchange's own (one not
+        sharing the queue table's) and those of wildcard bindings matched
         alone (`xroute.core.destinations`). A table may name a queue no longer declared. For
         a caller that numbers answers by content once, before it routes
         (`xroute.core.batch.BatchRouter`); a set made later is an answer like any other. To
         read only, and valid until the topology changes."""
         tables: list[Mapping[str, frozenset[str]]] = []
+        singletons = self._queues.singletons()
+        if singletons:
+            tables.append(singletons)
         for exchange in self._exchanges.values():
             literal = getattr(exchange.kind, "literal_routes", None)
             if literal is not None and literal.singletons:
