@@ -6,8 +6,9 @@ each binding cost its tuple (64 bytes) beside its `Binding` object. Most binding
 to one binding (a device's key, a user's inbox), so the first binding of a key is kept under
 the key's own string, which the `Binding` holds anyway. The others are kept under the
 `Binding` itself (hashed by identity), in the same dict, so `values` is still the order of
-binding; a dict a key finds them by target: RabbitMQ 4.3's unicast shape binds 10k queues
-with ``broadcast.#``, and a tuple each was 64 bytes of its 312 a binding.
+binding; the key finds them by target in a dict of its own (or bare, one alone): RabbitMQ
+4.3's unicast shape binds 10k queues with ``broadcast.#``, and a tuple each was 64 bytes of
+its 312 a binding.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ class BindingTable:
         # binding key -> its binding that holds the key's string; a binding kept otherwise ->
         # itself (read inline by `Topology.bind`: a key in neither dict has no binding)
         self.keyed: dict[str | Binding, Binding] = {}
-        # binding key -> its bindings kept under themselves in `keyed`, by target (a binding
-        # without arguments whose target is free there) or by `_within` (any other); keys
-        # of one binding, most of them, have no entry: `find` then knows the key's string
-        # is all
-        self.others: dict[str, dict[Hashable, Binding]] = {}
+        # binding key -> its bindings kept under themselves in `keyed`: one alone, bare (a
+        # dict was 232 bytes where a key has two bindings), or a dict of them by target (a
+        # binding without arguments whose target is free there) or by `_within` (any
+        # other). Keys of one binding, most of them, have no entry: `find` then knows the
+        # key's string is all.
+        self.others: dict[str, Binding | dict[Hashable, Binding]] = {}
 
     # hot: every bind (`xroute bench engines --shapes`, bind rate): a new key is one lookup
     def find(self, source: str, target: str | Destination, routing_key: str,
@@ -50,18 +52,20 @@ class BindingTable:
         """The binding of this identity (``target``: its `Binding.target`, the topology's
         shared name or `Destination`; ``frozen``: the frozen arguments), or None."""
         first = self.keyed.get(routing_key)
-        if first is not None and (
+        if first is not None and (  # `_is`, inline: a call less a bind of a key bound
                 first.target is target and first.source == source
                 and (not first.arguments if not frozen else _frozen(first) == frozen)):
             return first
         others = self.others.get(routing_key)
         if others is None:
             return None
+        if others.__class__ is Binding:
+            return others if _is(others, source, target, frozen) else None  # type: ignore
         if not frozen:
-            found = others.get(target)
+            found = others.get(target)  # type: ignore[union-attr]
             if found is not None and found.source == source:
-                return found
-        return others.get(_within(source, target, frozen))
+                return found  # type: ignore[no-any-return]
+        return others.get(_within(source, target, frozen))  # type: ignore[union-attr]
 
     def add(self, binding: Binding, frozen: tuple) -> None:
         """Add a binding that `find` does not know (``frozen``: its frozen arguments)."""
@@ -72,12 +76,13 @@ class BindingTable:
             return
         others = self.others.get(key)
         if others is None:
-            others = self.others[key] = {}
-        target = binding.target
-        if frozen or target in others:
-            others[_within(binding.source, target, frozen)] = binding
+            self.others[key] = binding
         else:
-            others[target] = binding
+            if others.__class__ is Binding:
+                alone: Binding = others  # type: ignore[assignment]
+                others = self.others[key] = {}
+                _put(others, alone, _frozen(alone))
+            _put(others, binding, frozen)  # type: ignore[arg-type]
         table[binding] = binding
 
     def remove(self, binding: Binding) -> None:
@@ -90,11 +95,14 @@ class BindingTable:
             return
         del table[binding]
         others = self.others[key]
+        if others is binding:
+            del self.others[key]
+            return
         target = binding.target
-        if others.get(target) is binding:
-            del others[target]
+        if others.get(target) is binding:  # type: ignore[union-attr]
+            del others[target]  # type: ignore[union-attr]
         else:
-            del others[_within(binding.source, target, _frozen(binding))]
+            del others[_within(binding.source, target, _frozen(binding))]  # type: ignore
         if not others:
             del self.others[key]
 
@@ -104,3 +112,18 @@ class BindingTable:
 
     def __len__(self) -> int:
         return len(self.keyed)
+
+
+def _is(binding: Binding, source: str, target: str | Destination, frozen: tuple) -> bool:
+    # whether ``binding`` has this identity (its target the topology's shared one)
+    return binding.target is target and binding.source == source and (
+        not binding.arguments if not frozen else _frozen(binding) == frozen)
+
+
+def _put(others: dict[Hashable, Binding], binding: Binding, frozen: tuple) -> None:
+    # a key's other binding into its dict: by target where that is free, else `_within`
+    target = binding.target
+    if frozen or target in others:
+        others[_within(binding.source, target, frozen)] = binding
+    else:
+        others[target] = binding
