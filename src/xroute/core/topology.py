@@ -796,7 +796,9 @@ class Topology:
         answers that first routes share, as far as they are made yet: the queue table's (made
         for the literal routes, `xroute.core.queue_table`), any topic exchange's own (one not
         sharing the queue table's) and those of wildcard bindings matched
-        alone (`xroute.core.destinations`). A table may name a queue no longer declared. For
+        alone (`xroute.core.destinations`). A table may name a queue no longer declared, and
+        the queue table's may hold a value that is not a frozenset (a queue without one, not
+        an answer: `QueueTable.singletons`). For
         a caller that numbers answers by content once, before it routes
         (`xroute.core.batch.BatchRouter`); a set made later is an answer like any other. To
         read only, and valid until the topology changes."""
