@@ -371,7 +371,7 @@ class Topology:
         if self._watchers:
             self._changing("exchange", name)
         for binding in list(self._bindings.values()):
-            if binding.source == name or binding.destination == ("exchange", name):
+            if binding.source == name or binding.target == ("exchange", name):
                 self._remove(binding)
         self._count_type(self._exchanges.pop(name).type, -1)
         self._targets.pop(Destination("exchange", name), None)
@@ -385,7 +385,8 @@ class Topology:
         if self._watchers:
             self._changing("queue", name)
         for binding in list(self._bindings.values()):
-            if binding.destination == ("queue", name):
+            target = binding.target  # a queue's name, or a `Destination` (`Binding.target`)
+            if (target == name) if target.__class__ is str else (target == ("queue", name)):
                 self._remove(binding)
         self._queues.remove(name)
         if self._route_cache is not None:
@@ -1092,7 +1093,11 @@ class Topology:
             reached_any = False
             for binding in matched:
                 reached_any = True
-                kind, name = binding.destination
+                target = binding.target  # a queue's name, or a `Destination`
+                if target.__class__ is str:
+                    queues.add(target)
+                    continue
+                kind, name = target
                 if kind == "queue":
                     queues.add(name)
                 elif name not in seen:
