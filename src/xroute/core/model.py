@@ -120,9 +120,9 @@ class _BindingFields:
     arguments: dict[str, Any]
 
 
-Binding.__dataclass_fields__ = _BindingFields.__dataclass_fields__  # type: ignore[attr-defined]
-Binding.__dataclass_params__ = _BindingFields.__dataclass_params__  # type: ignore[attr-defined]
-Binding.__match_args__ = ("source", "destination", "routing_key", "arguments")  # type: ignore[attr-defined]
+for _name in ("__dataclass_fields__", "__dataclass_params__", "__match_args__"):
+    setattr(Binding, _name, getattr(_BindingFields, _name))
+del _name
 
 _set_source, _set_target, _set_key, _set_arguments = (
     getattr(Binding, name).__set__ for name in Binding.__slots__)
