@@ -234,7 +234,10 @@ class BatchRouter:
                 map(self._queue_index.__getitem__, targets), dtype=np.int32, count=count)
             targets = []
         for i, target in enumerate(targets):
-            kind, name = ("queue", target) if target.__class__ is str else target
+            if target.__class__ is str:  # no tuple made to unpack
+                kind, name = "queue", target
+            else:
+                kind, name = target
             binding = self.bindings[i]
             if kind == "queue":
                 to_queue[i] = self._queue_index[name]
@@ -306,7 +309,10 @@ class BatchRouter:
     def binding_changed(self, binding: Binding, added: bool) -> None:
         """Told by the topology after a binding was made or removed (`Topology.watch`)."""
         target = binding.target  # the queue's name, or a `Destination` (`Binding.target`)
-        kind, name = ("queue", target) if target.__class__ is str else target
+        if target.__class__ is str:  # no tuple made to unpack
+            kind, name = "queue", target
+        else:
+            kind, name = target
         if kind == "queue" and not added:
             return  # a removed binding keeps its number: nothing here changes (no lock)
         with self._lock:

@@ -52,15 +52,18 @@ class BindingTable:
         """The binding of this identity (``target``: its `Binding.target`, the topology's
         shared name or `Destination`; ``frozen``: the frozen arguments), or None."""
         first = self.keyed.get(routing_key)
-        if first is not None and (  # `_is`, inline: a call less a bind of a key bound
+        if first is not None and (  # the same test as below, inline: a call less a bind
                 first.target is target and first.source == source
                 and (not first.arguments if not frozen else _frozen(first) == frozen)):
             return first
         others = self.others.get(routing_key)
         if others is None:
             return None
-        if others.__class__ is Binding:
-            return others if _is(others, source, target, frozen) else None  # type: ignore
+        if others.__class__ is Binding:  # `_is`, inline
+            return others if (  # type: ignore[return-value]
+                others.target is target and others.source == source  # type: ignore[union-attr]
+                and (not others.arguments if not frozen  # type: ignore[union-attr]
+                     else _frozen(others) == frozen)) else None  # type: ignore[arg-type]
         if not frozen:
             found = others.get(target)  # type: ignore[union-attr]
             if found is not None and found.source == source:
@@ -112,12 +115,6 @@ class BindingTable:
 
     def __len__(self) -> int:
         return len(self.keyed)
-
-
-def _is(binding: Binding, source: str, target: str | Destination, frozen: tuple) -> bool:
-    # whether ``binding`` has this identity (its target the topology's shared one)
-    return binding.target is target and binding.source == source and (
-        not binding.arguments if not frozen else _frozen(binding) == frozen)
 
 
 def _put(others: dict[Hashable, Binding], binding: Binding, frozen: tuple) -> None:

@@ -67,7 +67,10 @@ class MatchedDestinations:
         target = binding.target
         found = self._alone.get(target)
         if found is None:
-            kind, name = ("queue", target) if target.__class__ is str else target
+            if target.__class__ is str:  # no tuple made to unpack
+                kind, name = "queue", target
+            else:
+                kind, name = target
             if kind == "queue":
                 names = self.queue_alone[target] = frozenset((name,))
                 found = (names, ())

@@ -69,7 +69,10 @@ class TopicExchange:
         if literal_routes is None:
             return
         target = binding.target  # the queue's name, or a `Destination` (`Binding.target`)
-        kind, name = ("queue", target) if target.__class__ is str else target
+        if target.__class__ is str:  # no tuple made to unpack
+            kind, name = "queue", target
+        else:
+            kind, name = target
         if STAR not in words and HASH not in words:  # `is_literal`, inline
             literal_routes.add(key, kind, name)
             return
@@ -100,7 +103,10 @@ class TopicExchange:
         if literal_routes is None:
             return
         target = binding.target  # the queue's name, or a `Destination` (`Binding.target`)
-        kind, name = ("queue", target) if target.__class__ is str else target
+        if target.__class__ is str:  # no tuple made to unpack
+            kind, name = "queue", target
+        else:
+            kind, name = target
         if STAR not in words and HASH not in words:  # `is_literal`, inline
             literal_routes.remove(key, kind, name)
             return
