@@ -149,3 +149,20 @@ def test_a_shared_auto_matcher_whose_trie_waits_answers_as_the_reference():
         assert [actual.match(key) for key in keys] == expected.match_many(keys)
         assert sorted(actual.bindings()) == sorted(live)
         assert all(actual.has(pattern, queue) for pattern, queue in live)
+
+
+def test_a_binding_reads_as_the_dataclass_it_was():
+    target = Destination("queue", "q")
+    made = Binding("x", target, "a.b", NO_ARGUMENTS)
+    assert dataclasses.is_dataclass(made)
+    assert [f.name for f in dataclasses.fields(made)] == [
+        "source", "destination", "routing_key", "arguments"]
+    assert dataclasses.asdict(made) == {"source": "x", "destination": ("queue", "q"),
+                                        "routing_key": "a.b", "arguments": {}}
+    match made:
+        case Binding("x", ("queue", name), key, _):
+            assert (name, key) == ("q", "a.b")
+        case _:
+            raise AssertionError("a binding matches its fields by position")
+    to_exchange = Binding("x", Destination("exchange", "e"), "#", NO_ARGUMENTS)
+    assert dataclasses.replace(to_exchange, routing_key="c").destination == ("exchange", "e")

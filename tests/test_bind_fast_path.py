@@ -43,7 +43,7 @@ def test_a_plain_bind_of_a_new_key_skips_the_identity_checks_and_is_the_binding_
     assert (literal.source, literal.destination, literal.routing_key) == (
         "x", Destination("queue", "q"), "a.b")
     assert literal.arguments is NO_ARGUMENTS and wildcard.routing_key == "a.*"
-    assert literal.destination is wildcard.destination  # the queue's shared `Destination`
+    assert literal.target is wildcard.target  # the queue's shared name (`Binding.target`)
     # A key bound already is looked up (`BindingTable.find`): the same binding again is one
     # binding, and a binding with arguments (the full path) is another one.
     with mock.patch.object(Topology, "_binding_identity", side_effect=AssertionError):

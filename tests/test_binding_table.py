@@ -1,9 +1,12 @@
 """A topology's bindings by identity (`xroute.core.binding_table`): a key's first binding is
-kept under the key's string, the others under a tuple. Whatever the order of binds and
-unbinds, the topology knows exactly the bindings a plain list of identities knows, in the
-same order."""
+kept under the key's string, the others under themselves (found by target). Whatever the
+order of binds and unbinds, the topology knows exactly the bindings a plain list of
+identities knows, in the same order."""
 
 from __future__ import annotations
+
+import gc
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -59,18 +62,51 @@ def test_binds_and_unbinds_keep_the_identities_and_order_of_a_plain_list(steps):
 
 def test_a_key_s_string_is_taken_by_its_first_binding_and_freed_by_its_removal():
     table = BindingTable()
-    q1, q2 = Destination("queue", "q1"), Destination("queue", "q2")
+    q1, q2 = Destination("queue", "q1"), Destination("queue", "q2")  # `find` takes the targets
     first, second = Binding("t", q1, "k", {}), Binding("t", q2, "k", {})
     table.add(first, ())
     table.add(second, ())
-    assert table.find("t", q1, "k", ()) is first and table.find("t", q2, "k", ()) is second
-    assert table.find("u", q1, "k", ()) is None and table.find("t", q1, "k", (("x", 1),)) is None
+    assert table.find("t", "q1", "k", ()) is first and table.find("t", "q2", "k", ()) is second
+    assert table.find("u", "q1", "k", ()) is None
+    assert table.find("t", "q1", "k", (("x", 1),)) is None
     table.remove(first)  # the second keeps its tuple; the string is free
-    assert table.find("t", q1, "k", ()) is None and table.find("t", q2, "k", ()) is second
+    assert table.find("t", "q1", "k", ()) is None and table.find("t", "q2", "k", ()) is second
     third = Binding("u", q1, "k", {})
     table.add(third, ())  # takes the free string
-    assert table.find("u", q1, "k", ()) is third and table.find("t", q2, "k", ()) is second
+    assert table.find("u", "q1", "k", ()) is third and table.find("t", "q2", "k", ()) is second
     assert list(table.values()) == [second, third] and len(table) == 2
     table.remove(second)
     table.remove(third)
-    assert len(table) == 0 and table.find("t", q2, "k", ()) is None
+    assert len(table) == 0 and table.find("t", "q2", "k", ()) is None
+
+
+def test_a_key_s_second_binding_costs_its_table_entries_alone():
+    # Each key bound to two queues: the second binding was kept under a tuple (64 bytes,
+    # 164 a binding with its entries); a dict of its own would be 232.
+    firsts = [Binding("x", Destination("queue", f"a{i}"), f"k{i}", {}) for i in range(2_000)]
+    seconds = [Binding("x", Destination("queue", f"b{i}"), f"k{i}", {}) for i in range(2_000)]
+    table = BindingTable()
+    for binding in firsts:
+        table.add(binding, ())
+    gc.collect()
+    tracemalloc.start()
+    try:
+        began = tracemalloc.get_traced_memory()[0]
+        for binding in seconds:
+            table.add(binding, ())
+        gc.collect()
+        held = (tracemalloc.get_traced_memory()[0] - began) / len(seconds)
+    finally:
+        tracemalloc.stop()
+    assert held < 130
+    for first, second in zip(firsts, seconds):
+        assert table.find("x", second.target, second.routing_key, ()) is second
+        assert table.find("y", second.target, second.routing_key, ()) is None
+        assert table.find("x", first.target, first.routing_key, ()) is first
+    for first in firsts[::2]:
+        table.remove(first)
+    for second in seconds[1::2]:
+        table.remove(second)
+    assert list(table.values()) == [*firsts[1::2], *seconds[::2]]
+    for second in seconds[::2]:
+        assert table.find("x", second.target, second.routing_key, ()) is second

@@ -1,7 +1,8 @@
 """A topology's queues (`xroute.core.queue_table`): a queue of the default properties is kept
-as its bindings' `Destination` and read as a `Queue` made on demand. Whatever the order of
-declarations and deletions, `Topology.queues` reads as a plain dict of `Queue` would, the
-bindings to a queue share one `Destination`, and a pickled topology keeps them all."""
+as its name alone and read as a `Queue` made on demand. Whatever the order of declarations
+and deletions, `Topology.queues` reads as a plain dict of `Queue` would, the bindings to a
+queue share one name string (`Binding.target`) and read an equal `Destination`, and a
+pickled topology keeps them all."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from xroute import Topology
 from xroute.core.errors import UnknownQueue
-from xroute.core.model import NO_ARGUMENTS, Queue
+from xroute.core.model import NO_ARGUMENTS, Destination, Queue
 
 properties = st.fixed_dictionaries({
     "durable": st.booleans(),
@@ -51,11 +52,14 @@ def test_queues_read_as_a_plain_dict_of_queues_whatever_the_steps(steps):
             if not queue.arguments:
                 assert queues[name].arguments is NO_ARGUMENTS
         assert "nope" not in queues and queues.get("nope") is None
-        # every binding to a queue holds that queue's one Destination
+        # every binding to a queue holds that queue's one name string, and reads its
+        # Destination from it
         by_queue: dict[str, object] = {}
         for binding in topology.bindings():
-            assert by_queue.setdefault(binding.destination.name, binding.destination) is (
-                binding.destination)
+            assert by_queue.setdefault(binding.destination.name, binding.target) is (
+                binding.target) and type(binding.target) is str
+            assert binding.destination == ("queue", binding.target)
+            assert type(binding.destination) is Destination
     again = Topology.from_definitions(topology.to_definitions())
     assert dict(again.queues.items()) == model
 
@@ -71,3 +75,31 @@ def test_a_queue_s_properties_survive_the_definitions_round_trip():
                                              ("lasting", False, True, {"x-message-ttl": 5})]
     again = Topology.from_definitions(exported)
     assert dict(again.queues.items()) == dict(topology.queues.items())
+
+
+def test_a_queue_s_answer_alone_is_kept_in_its_entry_and_shared_by_every_exchange():
+    topology = Topology()
+    for exchange in ("x", "y"):
+        topology.declare_exchange(exchange, "topic")
+    topology.declare_queue("plain")
+    topology.declare_queue("lasting", durable=False)  # kept as its `Queue`
+    for queue in ("plain", "lasting"):
+        topology.bind("x", queue, f"{queue}.a")
+        topology.bind("x", queue, f"{queue}.b")
+        topology.bind("y", queue, f"{queue}.c")
+    for queue in ("plain", "lasting"):
+        answers = [topology.route(x, f"{queue}.{k}") for x, k in (("x", "a"), ("x", "b"),
+                                                                 ("y", "c"))]
+        assert answers == [frozenset({queue})] * 3
+        assert answers[0] is answers[1] is answers[2]  # one frozenset a queue, all exchanges
+        assert topology.queues[queue].name == queue
+    assert topology.queues["plain"] == Queue("plain", True, False, NO_ARGUMENTS)
+    assert topology.queues["lasting"].durable is False
+    (table,) = [t for t in topology.one_queue_answers() if "plain" in t]
+    assert table["plain"] is topology.route("x", "plain.a") and "lasting" in table
+    topology.delete_queue("plain")
+    assert "plain" not in topology.queues and topology.route("x", "plain.a") == frozenset()
+    topology.declare_queue("plain")
+    topology.bind("y", "plain", "plain.c")
+    assert topology.route("y", "plain.c") == {"plain"}
+    assert [b.target for b in topology.bindings("y")] == ["lasting", "plain"]

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -43,8 +43,8 @@ from xroute.engines.compiled import utf8_buffers
 from xroute.engines.key_memo import MISSING, ONE_QUEUE, REFUSED, KeyMemo, SeenKeys
 from xroute.exchanges import STANDARD_TYPES
 
-_DESTINATION = attrgetter("destination")
-_KIND, _NAME = itemgetter(0), itemgetter(1)  # of a `Destination`
+_TARGET = attrgetter("target")
+_NAMES_ONLY = {str}
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
 _EMPTY_ANSWERS = np.zeros(0, dtype=np.int32)
 _EMPTY_QUEUES = np.zeros(0, dtype=np.int32)
@@ -227,13 +227,17 @@ class BatchRouter:
         to_exchange = np.full(max(count, 16), -1, dtype=np.int32)
         # exchange -> the exchanges its bindings lead to, with how many bindings each
         self._leads_to: dict[str, dict[str, int]] = {}
-        destinations = list(map(_DESTINATION, self.bindings))
-        if list(map(_KIND, destinations)).count("queue") == count:  # to queues alone
+        # `Binding.target`: a queue's name (a str), or a `Destination`
+        targets = list(map(_TARGET, self.bindings))
+        if set(map(type, targets)) <= _NAMES_ONLY:  # to queues alone, by their names
             to_queue[:count] = np.fromiter(
-                map(self._queue_index.__getitem__, map(_NAME, destinations)),
-                dtype=np.int32, count=count)
-            destinations = []
-        for i, (kind, name) in enumerate(destinations):
+                map(self._queue_index.__getitem__, targets), dtype=np.int32, count=count)
+            targets = []
+        for i, target in enumerate(targets):
+            if target.__class__ is str:  # no tuple made to unpack
+                kind, name = "queue", target
+            else:
+                kind, name = target
             binding = self.bindings[i]
             if kind == "queue":
                 to_queue[i] = self._queue_index[name]
@@ -304,7 +308,11 @@ class BatchRouter:
 
     def binding_changed(self, binding: Binding, added: bool) -> None:
         """Told by the topology after a binding was made or removed (`Topology.watch`)."""
-        kind, name = binding.destination
+        target = binding.target  # the queue's name, or a `Destination` (`Binding.target`)
+        if target.__class__ is str:  # no tuple made to unpack
+            kind, name = "queue", target
+        else:
+            kind, name = target
         if kind == "queue" and not added:
             return  # a removed binding keeps its number: nothing here changes (no lock)
         with self._lock:

@@ -14,9 +14,8 @@ from operator import attrgetter
 
 from xroute.core.model import Binding, Destination
 
-_DESTINATION = attrgetter("destination")
-_KIND, _NAME = attrgetter("destination.kind"), attrgetter("destination.name")
-_QUEUES_ONLY = {"queue"}
+_TARGET = attrgetter("target")  # a queue's name, or a `Destination` (`Binding.target`)
+_NAMES_ONLY = {str}
 
 # About 8 bytes a binding reference, plus the sets: some tens of MB at the bound.
 MAX_CELLS = 2_000_000
@@ -34,13 +33,14 @@ class MatchedDestinations:
         # The sets that lead to exchanges too -> (queue names, exchange names)
         self._by_set: dict[frozenset[Binding], tuple[frozenset[str], tuple[str, ...]]] = {}
         self._cells = 0
-        # A one-binding set's answer, by the destination it names, shared: one per queue or
-        # exchange, not a new frozenset per key (EMQX's 80k filters lead to 80 queues).
-        self._alone: dict[Destination, tuple[frozenset[str], tuple[str, ...]]] = {}
-        # A queue destination -> the frozenset of its name alone: read inline by
+        # A one-binding set's answer, by the target it names (`Binding.target`), shared: one
+        # per queue or exchange, not a new frozenset per key (EMQX's 80k filters lead to 80
+        # queues).
+        self._alone: dict[str | Destination, tuple[frozenset[str], tuple[str, ...]]] = {}
+        # A queue's target (its name) -> the frozenset of its name alone: read inline by
         # `Topology._literal_names` for a key that one binding matched, handed over bare
         # (`TopicMatcher.wildcard_matcher`), filled by `of_binding`.
-        self.queue_alone: dict[Destination, frozenset[str]] = {}
+        self.queue_alone: dict[str | Destination, frozenset[str]] = {}
 
     # hot: every first route of `Topology.route` on a topic exchange (`--shapes`)
     def of(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
@@ -64,16 +64,19 @@ class MatchedDestinations:
 
     def of_binding(self, binding: Binding) -> tuple[frozenset[str], tuple[str, ...]]:
         """`of` a set of ``binding`` alone, without the set: shared by its destination."""
-        destination = binding.destination
-        found = self._alone.get(destination)
+        target = binding.target
+        found = self._alone.get(target)
         if found is None:
-            kind, name = destination
+            if target.__class__ is str:  # no tuple made to unpack
+                kind, name = "queue", target
+            else:
+                kind, name = target
             if kind == "queue":
-                names = self.queue_alone[destination] = frozenset((name,))
+                names = self.queue_alone[target] = frozenset((name,))
                 found = (names, ())
             else:
                 found = (EMPTY_NAMES, (name,))
-            self._alone[destination] = found
+            self._alone[target] = found
         return found
 
     def of_parts(self, parts: list) -> frozenset[str] | None:
@@ -109,13 +112,13 @@ class MatchedDestinations:
     # hot: the first route of a 10k-queue fan-out (`xroute bench engines --shapes`): the
     # loops run in C (attrgetter), about 0.1 µs a binding against 0.3 in Python
     def _add(self, matched: frozenset[Binding]) -> tuple[frozenset[str], tuple[str, ...]]:
-        kinds = set(map(_KIND, matched))
-        if not kinds or kinds == _QUEUES_ONLY:
-            queues, exchanges = frozenset(map(_NAME, matched)), ()
+        targets = frozenset(map(_TARGET, matched))
+        if not targets or set(map(type, targets)) == _NAMES_ONLY:
+            queues, exchanges = targets, ()  # queues' names alone, the usual case
         else:
-            destinations = set(map(_DESTINATION, matched))
-            queues = frozenset(d.name for d in destinations if d.kind == "queue")
-            exchanges = tuple(d.name for d in destinations if d.kind != "queue")
+            destinations = {("queue", t) if t.__class__ is str else t for t in targets}
+            queues = frozenset(name for kind, name in destinations if kind == "queue")
+            exchanges = tuple(name for kind, name in destinations if kind != "queue")
         self._count(len(matched))
         if exchanges:
             found = self._by_set[matched] = (queues, exchanges)

@@ -16,6 +16,7 @@ route may use (`names` answers None): the topology then takes its full walk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xroute.engines.frozen_sets import STALE, FrozenSets
@@ -37,8 +38,10 @@ class LiteralRoutes:
         # Key -> its queue names' frozenset, or STALE (then `names` makes it); read inline
         # by `Topology.route`.
         self.frozen = self._names.frozen
-        # Member -> its shared singleton (`FrozenSets`'s own table), read inline by `add`.
-        self._ones = self._names.singletons
+        # Member -> its shared singleton (`FrozenSets`'s own table, or a topology's queue
+        # table: `share_singletons_with`), read inline by `add`: a value not a frozenset is
+        # not one.
+        self._ones: dict[str, Any] = self._names.singletons  # type: ignore[assignment]
         # (key, queue) -> its literal bindings, kept only where there are two or more (the
         # same key and queue with other arguments is another binding, to the same queue)
         self._repeats: dict[tuple[str, str], int] = {}
@@ -53,7 +56,8 @@ class LiteralRoutes:
             # hot: `FrozenSets.add` of a new key, inline: the queue's shared singleton (an
             # MQTT client's other topics), made for its first key
             alone = self._ones.get(name)
-            self.frozen[key] = self._names.alone(name) if alone is None else alone
+            self.frozen[key] = (alone if alone.__class__ is frozenset
+                                else self._names.alone(name))
         elif name in self._names.members(key):
             pair = (key, name)
             self._repeats[pair] = self._repeats.get(pair, 1) + 1
@@ -90,11 +94,21 @@ class LiteralRoutes:
             return None
         return frozen
 
+    def share_singletons_with(self, held: dict[str, Any],
+                              singleton: Callable[[str], frozenset[str]]) -> None:
+        """Take each queue's frozenset of its name alone from a topology's queue table
+        (`QueueTable.singleton`, which keeps it in the queue's entry of ``held``, read here
+        inline), not from a table of this one's: a dict entry less a queue. Before any
+        binding."""
+        self._names.share_singletons_with(singleton)
+        self._ones = held
+
     @property
-    def singletons(self) -> dict[str, frozenset[str]]:
+    def singletons(self) -> dict[str, frozenset[str]] | None:
         """Queue name -> the frozenset of it alone that the keys leading to that queue alone
-        share (the table itself: read only)."""
-        return self._ones
+        share (the table itself: read only); None where the queue table keeps them
+        (`share_singletons_with`)."""
+        return self._names.singletons
 
     def stats(self) -> dict[str, Any]:
         """How many keys have literal bindings to queues, to exchanges."""

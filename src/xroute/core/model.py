@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import FrozenInstanceError, dataclass, field
 from typing import Any, Literal, NamedTuple
 
 DestinationType = Literal["queue", "exchange"]
@@ -49,18 +49,58 @@ def shared_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return arguments if arguments else NO_ARGUMENTS
 
 
-@dataclass(frozen=True, eq=False, slots=True)
+_new_tuple = tuple.__new__
+
+
 class Binding:
     """One binding: source exchange, destination, binding key and arguments.
 
     A `Topology` keeps one object per distinct binding, so identity is equality and the
     matchers can hold bindings themselves as their destinations.
+
+    Frozen, with slots. A binding to a queue keeps the queue's name, not a `Destination`:
+    where each binding has its queue (a device's or a user's), the queue's `Destination` was
+    64 bytes a binding and one more object the collector tracked (a tuple subclass is never
+    untracked). ``destination`` makes an equal `Destination` when read; the hot paths read
+    `target` (the queue's name, or an exchange's `Destination`).
     """
 
+    __slots__ = ("source", "target", "routing_key", "arguments")
+
     source: str
-    destination: Destination
+    #: the queue's name (a str) for a binding to a queue, else its `Destination` (an
+    #: exchange's, or a queue's whose name is not a plain str): read ``kind, name`` from a
+    #: `Destination`, never assume an exchange
+    target: str | Destination
     routing_key: str
     arguments: dict[str, Any]
+
+    def __init__(self, source: str, destination: Destination, routing_key: str,
+                 arguments: dict[str, Any]) -> None:
+        kind, name = destination
+        _set_source(self, source)
+        _set_target(self, name if kind == "queue" and name.__class__ is str
+                    else destination if destination.__class__ is Destination
+                    else Destination(kind, name))
+        _set_key(self, routing_key)
+        _set_arguments(self, arguments)
+
+    @property
+    def destination(self) -> Destination:
+        """Where the binding leads (an equal `Destination` each read, for a queue)."""
+        target = self.target
+        if target.__class__ is str:
+            return _new_tuple(Destination, ("queue", target))  # type: ignore[return-value]
+        return target  # type: ignore[return-value]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> Any:
+        return (Binding, (self.source, self.destination, self.routing_key, self.arguments))
 
     def __repr__(self) -> str:
         args = f", arguments={self.arguments!r}" if self.arguments else ""
@@ -70,29 +110,36 @@ class Binding:
         )
 
 
-def _init_through_slots(cls: type) -> None:
-    """Give `Binding` (a frozen slots dataclass) an ``__init__`` that sets its fields through
-    the slots' own descriptors. The generated one calls ``object.__setattr__`` once a field
-    (600 ns a binding, a tenth of a bulk bind); this takes 370. Same parameters, same frozen
-    instance after (setting a field still raises `FrozenInstanceError`)."""
-    names = [each.name for each in fields(cls)]
-    if names != ["source", "destination", "routing_key", "arguments"]:
-        raise TypeError(f"{cls.__name__}: fields {names}")  # the ones this __init__ names
-    set_source, set_destination, set_key, set_arguments = (
-        getattr(cls, name).__set__ for name in names)
-
-    def __init__(self: Any, source: str, destination: Destination, routing_key: str,
-                 arguments: dict[str, Any]) -> None:
-        set_source(self, source)
-        set_destination(self, destination)
-        set_key(self, routing_key)
-        set_arguments(self, arguments)
-
-    cls.__init__ = __init__  # type: ignore[misc]
+@dataclass(frozen=True, eq=False)
+class _BindingFields:
+    # `Binding`'s fields as a dataclass states them, for `dataclasses.fields`, `replace` and
+    # `asdict` on a binding as before it kept a name in place of a `Destination`
+    source: str
+    destination: Destination
+    routing_key: str
+    arguments: dict[str, Any]
 
 
-# hot: every `Topology.bind` makes one (bind rate, issue 36)
-_init_through_slots(Binding)
+for _name in ("__dataclass_fields__", "__dataclass_params__", "__match_args__"):
+    setattr(Binding, _name, getattr(_BindingFields, _name))
+del _name
+
+_set_source, _set_target, _set_key, _set_arguments = (
+    getattr(Binding, name).__set__ for name in Binding.__slots__)
+_new_binding = object.__new__
+
+
+# hot: every `Topology.bind` makes one (bind rate, issue 36): the slots set through their own
+# descriptors (a Python ``__init__`` and the `Destination` unpacked are a call and more)
+def binding_to(source: str, target: str | Destination, routing_key: str,
+               arguments: dict[str, Any]) -> Binding:
+    """A `Binding` of ``target``: a queue's name (a str), or an exchange's `Destination`."""
+    binding = _new_binding(Binding)
+    _set_source(binding, source)
+    _set_target(binding, target)
+    _set_key(binding, routing_key)
+    _set_arguments(binding, arguments)
+    return binding
 
 
 @dataclass(slots=True)

@@ -40,6 +40,7 @@ from xroute.core.model import (
     Exchange,
     MessageHeaders,
     Queue,
+    binding_to,
     shared_arguments,
 )
 from xroute.core.profiles import Profile, profile
@@ -195,7 +196,7 @@ class Topology:
         self._route_cache = TopologyRouteCache() if route_cache else None
         self._destinations = MatchedDestinations()  # dropped on every unbind
         self._exchanges: dict[str, Exchange] = {}
-        self._queues = QueueTable()  # also each queue's `Destination`, shared by its bindings
+        self._queues = QueueTable()  # also each queue's name, shared by its bindings
         self._bindings = BindingTable()
         # One `Destination` per bound exchange (a queue's is in `_queues`), shared by all its
         # bindings: a first route reads a matched binding's destination, then looks its names
@@ -294,6 +295,9 @@ class Topology:
         )
         if name.startswith("amq.") and name not in STANDARD_EXCHANGES:
             raise AccessRefused(f"exchange name {name!r} is reserved: names beginning 'amq.'")
+        literal = getattr(kind, "literal_routes", None)
+        if literal is not None:  # a queue's answer alone kept in its entry (`QueueTable`)
+            literal.share_singletons_with(self._queues.held, self._queues.singleton)
         if alternate == DEFAULT_EXCHANGE:
             alternate = None  # as RabbitMQ: the default exchange is never an alternate
         if self._watchers:
@@ -367,7 +371,7 @@ class Topology:
         if self._watchers:
             self._changing("exchange", name)
         for binding in list(self._bindings.values()):
-            if binding.source == name or binding.destination == ("exchange", name):
+            if binding.source == name or binding.target == ("exchange", name):
                 self._remove(binding)
         self._count_type(self._exchanges.pop(name).type, -1)
         self._targets.pop(Destination("exchange", name), None)
@@ -381,7 +385,8 @@ class Topology:
         if self._watchers:
             self._changing("queue", name)
         for binding in list(self._bindings.values()):
-            if binding.destination == ("queue", name):
+            target = binding.target  # a queue's name, or a `Destination` (`Binding.target`)
+            if (target == name) if target.__class__ is str else (target == ("queue", name)):
                 self._remove(binding)
         self._queues.remove(name)
         if self._route_cache is not None:
@@ -396,7 +401,7 @@ class Topology:
         routing_key: str,
         arguments: Mapping[str, Any] | None,
         destination_type: DestinationType,
-    ) -> tuple[Exchange, Destination, dict[str, Any], tuple]:
+    ) -> tuple[Exchange, str | Destination, dict[str, Any], tuple]:
         """The source exchange, the shared target, the arguments as a dict (`NO_ARGUMENTS`
         if none) and frozen (the binding's identity with the source and key), once every
         part is checked."""
@@ -408,7 +413,8 @@ class Topology:
         if source == DEFAULT_EXCHANGE:
             raise AccessRefused("bindings to or from the default exchange '' are not allowed")
         if destination_type == "queue":
-            # the queue's `Destination` if of default properties (else its `Queue`), or None
+            # the queue's shared name or its answer alone if of default properties (else its
+            # `Queue`), or None
             target = self._queues.held.get(destination) if isinstance(destination, str) else None
             if target is None:
                 raise UnknownQueue(destination, f"binding destination from {short_repr(source)}")
@@ -427,11 +433,12 @@ class Topology:
         else:
             arguments = shared_arguments(_arguments(arguments, "binding"))
             frozen = frozen_arguments(arguments) if arguments else ()
-        # A `Destination` is a tuple: the shared one is found by a plain tuple, and made only
-        # for a new target.
+        # A binding's target (`Binding.target`): a queue's name as the queue table keeps it;
+        # an exchange's `Destination` (a tuple: the shared one is found by a plain tuple, and
+        # made only for a new target).
         if destination_type == "queue":
-            if target.__class__ is not Destination:
-                target = self._queues.destination(destination)
+            if target.__class__ is not str:
+                target = self._queues.target(destination)
         else:
             target = self._targets.get((destination_type, destination))
             if target is None:
@@ -481,8 +488,10 @@ class Topology:
         exchange = self._exchanges.get(source) if source.__class__ is str else None
         target = (self._queues.held.get(destination)
                   if destination.__class__ is str and destination_type == "queue" else None)
+        if target.__class__ is frozenset:
+            (target,) = target  # a queue kept as its answer alone (`QueueTable`): its name
         if (
-            exchange is not None and source and target.__class__ is Destination
+            exchange is not None and source and target.__class__ is str
             and arguments is None and routing_key.__class__ is str
             and len(routing_key) <= ALWAYS_SHORT and routing_key.isascii()
             and not destination.startswith(REPLY_TO_PREFIX)
@@ -506,8 +515,13 @@ class Topology:
             code = self.profile.selector_refusal
             raise error.replying(code, f"invalid JMS selector: {error}" if code == 406 else "")
         kept = getattr(kind, "replay", None)
-        replays = self._replays(source, kept(target), target) if kept is not None else []
-        binding = Binding(source, target, routing_key, arguments)
+        if kept is not None:
+            destination_of = (Destination("queue", target) if target.__class__ is str
+                              else target)
+            replays = self._replays(source, kept(destination_of), destination_of)
+        else:
+            replays = []
+        binding = binding_to(source, target, routing_key, arguments)
         watchers = self._watching() if self._watchers else None
         if watchers:
             for watcher in watchers:
@@ -585,8 +599,10 @@ class Topology:
         # checks, each passed); any other case takes the full path, checks in RabbitMQ's order.
         target = (self._queues.held.get(destination)
                   if destination.__class__ is str and destination_type == "queue" else None)
+        if target.__class__ is frozenset:
+            (target,) = target  # a queue kept as its answer alone (`QueueTable`): its name
         if (
-            target.__class__ is Destination and source.__class__ is str and source
+            target.__class__ is str and source.__class__ is str and source
             and source in self._exchanges and arguments is None
             and routing_key.__class__ is str and len(routing_key) <= ALWAYS_SHORT
             and routing_key.isascii() and not destination.startswith(REPLY_TO_PREFIX)
@@ -642,7 +658,7 @@ class Topology:
     @property
     def queues(self) -> Mapping[str, Queue]:
         """Declared queues by name (read-only; a `Queue` is made when read, as most are kept
-        as their bindings' `Destination`: `xroute.core.queue_table`)."""
+        as their name alone: `xroute.core.queue_table`)."""
         return self._queues
 
     def bindings(self, source: str | None = None) -> list[Binding]:
@@ -778,20 +794,28 @@ class Topology:
 
     def one_queue_answers(self) -> list[Mapping[str, frozenset[str]]]:
         """Tables of queue name -> the frozenset of that name alone, for the one-queue
-        answers that first routes share, as far as they are made yet: each topic exchange's
-        literal routes' (`xroute.core.literal_routes`) and those of wildcard bindings matched
-        alone (`xroute.core.destinations`). A table may name a queue no longer declared. For
+        answers that first routes share, as far as they are made yet: the queue table's (made
+        for the literal routes, `xroute.core.queue_table`), any topic exchange's own (one not
+        sharing the queue table's) and those of wildcard bindings matched
+        alone (`xroute.core.destinations`). A table may name a queue no longer declared, and
+        the queue table's may hold a value that is not a frozenset (a queue without one, not
+        an answer: `QueueTable.singletons`). For
         a caller that numbers answers by content once, before it routes
         (`xroute.core.batch.BatchRouter`); a set made later is an answer like any other. To
         read only, and valid until the topology changes."""
         tables: list[Mapping[str, frozenset[str]]] = []
+        singletons = self._queues.singletons()
+        if singletons:
+            tables.append(singletons)
         for exchange in self._exchanges.values():
             literal = getattr(exchange.kind, "literal_routes", None)
             if literal is not None and literal.singletons:
                 tables.append(literal.singletons)
         alone = self._destinations.queue_alone
         if alone:
-            tables.append({destination.name: names for destination, names in alone.items()})
+            # keyed by `Binding.target`: a queue's name, or its `Destination` (a name not a str)
+            tables.append({target if target.__class__ is str else target.name: names
+                           for target, names in alone.items()})
         return tables
 
     # hot: the first route of a key, single (`_route_literal`) and in batches
@@ -831,7 +855,7 @@ class Topology:
             elif wild.__class__ is not frozenset:
                 # one binding matched, handed over bare (`TopicMatcher.wildcard_matcher`):
                 # its queue's shared frozenset, by destination (`of_binding`, inlined)
-                queues = self._destinations.queue_alone.get(wild.destination)
+                queues = self._destinations.queue_alone.get(wild.target)
                 if queues is None:
                     queues, exchanges = self._destinations.of_binding(wild)
                     if exchanges:
@@ -1069,7 +1093,11 @@ class Topology:
             reached_any = False
             for binding in matched:
                 reached_any = True
-                kind, name = binding.destination
+                target = binding.target  # a queue's name, or a `Destination`
+                if target.__class__ is str:
+                    queues.add(target)
+                    continue
+                kind, name = target
                 if kind == "queue":
                     queues.add(name)
                 elif name not in seen:

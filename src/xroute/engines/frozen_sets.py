@@ -25,7 +25,7 @@ is itself a frozenset, or None, is never kept bare: it would read as an answer.)
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from typing import Any
 
 # In `FrozenSets.frozen` in place of a large key's frozenset while its set changed.
@@ -40,7 +40,7 @@ class FrozenSets:
     absent.
     """
 
-    __slots__ = ("frozen", "_large", "_freeze_now", "_ones", "_bare")
+    __slots__ = ("frozen", "_large", "_freeze_now", "_ones", "_bare", "_singleton")
 
     def __init__(
         self, freeze_now: int, share_singletons: bool = False, bare_singletons: bool = False
@@ -53,6 +53,15 @@ class FrozenSets:
         self._ones: dict[Hashable, frozenset] | None = {} if share_singletons else None
         # A key of one member keeps it in `frozen` itself (see the module's doc).
         self._bare = bare_singletons
+        # `share_singletons_with`'s maker of a member's shared frozenset, or None
+        self._singleton: Callable[[Any], frozenset] | None = None
+
+    def share_singletons_with(self, singleton: Callable[[Any], frozenset]) -> None:
+        """With ``share_singletons``: take each member's frozenset of it alone from
+        ``singleton`` (which keeps it where it keeps the member: a topology's queue table),
+        not from a table of this one's."""
+        self._singleton = singleton
+        self._ones = None
 
     @property
     def singletons(self) -> dict[Hashable, frozenset] | None:
@@ -65,6 +74,8 @@ class FrozenSets:
         """The frozenset of ``member`` alone: shared if `share_singletons`."""
         ones = self._ones
         if ones is None:
+            if self._singleton is not None:
+                return self._singleton(member)
             return frozenset((member,))
         found = ones.get(member)
         if found is None:
@@ -123,7 +134,7 @@ class FrozenSets:
             (alone,) = left
             self.frozen[key] = alone if alone is not None and alone.__class__ is not frozenset \
                 else left
-        elif len(left) == 1 and self._ones is not None:
+        elif len(left) == 1 and (self._ones is not None or self._singleton is not None):
             (alone,) = left
             self.frozen[key] = self.alone(alone)
         elif left:

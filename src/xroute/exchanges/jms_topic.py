@@ -297,21 +297,23 @@ class JmsTopicExchange:
         check_pattern(routing_key)
         compile_selector(arguments.get(SELECTOR))
 
+    # selectors by (key, `Binding.target`): a queue's name or a `Destination`, read without
+    # making a `Destination` a binding a route
     def bind(self, binding: Binding) -> None:
         self._bindings.add(binding)
         selector = compile_selector(binding.arguments.get(SELECTOR))
-        self._selectors[(binding.routing_key, binding.destination)] = selector
+        self._selectors[(binding.routing_key, binding.target)] = selector
 
     def unbind(self, binding: Binding) -> None:
         self._bindings.discard(binding)
-        self._selectors.pop((binding.routing_key, binding.destination), None)
+        self._selectors.pop((binding.routing_key, binding.target), None)
 
     def route(self, keys: Sequence[str], headers: Mapping[str, Any]) -> Iterable[Binding]:
         selectors = self._selectors
         where = f" exchange {self.name!r}"
         matched = []
         for binding in self._bindings:
-            selector = selectors.get((binding.routing_key, binding.destination))
+            selector = selectors.get((binding.routing_key, binding.target))
             if selector is not None and selector_matches(selector, headers, where):
                 matched.append(binding)
         return matched

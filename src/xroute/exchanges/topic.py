@@ -68,7 +68,11 @@ class TopicExchange:
         literal_routes = self.literal_routes
         if literal_routes is None:
             return
-        kind, name = binding.destination
+        target = binding.target  # the queue's name, or a `Destination` (`Binding.target`)
+        if target.__class__ is str:  # no tuple made to unpack
+            kind, name = "queue", target
+        else:
+            kind, name = target
         if STAR not in words and HASH not in words:  # `is_literal`, inline
             literal_routes.add(key, kind, name)
             return
@@ -98,7 +102,11 @@ class TopicExchange:
         literal_routes = self.literal_routes
         if literal_routes is None:
             return
-        kind, name = binding.destination
+        target = binding.target  # the queue's name, or a `Destination` (`Binding.target`)
+        if target.__class__ is str:  # no tuple made to unpack
+            kind, name = "queue", target
+        else:
+            kind, name = target
         if STAR not in words and HASH not in words:  # `is_literal`, inline
             literal_routes.remove(key, kind, name)
             return
