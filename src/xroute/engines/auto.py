@@ -383,11 +383,11 @@ class AutoEngine(BatchKernel, DfaEngine):
         places = self._pending_at
         if places is not None:
             del places[pattern, destination]
-            if place < len(destinations):
-                places[last_pattern, last_destination] = place
-        if place < len(destinations):
+        if place < len(destinations):  # not the last: the last takes its place
             patterns[place] = last_pattern  # type: ignore[index]
             destinations[place] = last_destination
+            if places is not None:
+                places[last_pattern, last_destination] = place
         if not destinations:
             self._pending_patterns = self._pending_at = None
         return True
