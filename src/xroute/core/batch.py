@@ -233,12 +233,9 @@ class BatchRouter:
             to_queue[:count] = np.fromiter(
                 map(self._queue_index.__getitem__, targets), dtype=np.int32, count=count)
             targets = []
-        for i, target in enumerate(targets):
-            if target.__class__ is str:  # no tuple made to unpack
-                kind, name = "queue", target
-            else:
-                kind, name = target
+        for i in range(len(targets)):
             binding = self.bindings[i]
+            kind, name = binding.destination
             if kind == "queue":
                 to_queue[i] = self._queue_index[name]
             else:
@@ -308,11 +305,7 @@ class BatchRouter:
 
     def binding_changed(self, binding: Binding, added: bool) -> None:
         """Told by the topology after a binding was made or removed (`Topology.watch`)."""
-        target = binding.target  # the queue's name, or a `Destination` (`Binding.target`)
-        if target.__class__ is str:  # no tuple made to unpack
-            kind, name = "queue", target
-        else:
-            kind, name = target
+        kind, name = binding.destination
         if kind == "queue" and not added:
             return  # a removed binding keeps its number: nothing here changes (no lock)
         with self._lock:

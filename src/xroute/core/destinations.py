@@ -67,10 +67,7 @@ class MatchedDestinations:
         target = binding.target
         found = self._alone.get(target)
         if found is None:
-            if target.__class__ is str:  # no tuple made to unpack
-                kind, name = "queue", target
-            else:
-                kind, name = target
+            kind, name = binding.destination
             if kind == "queue":
                 names = self.queue_alone[target] = frozenset((name,))
                 found = (names, ())
