@@ -5,14 +5,12 @@ identities knows, in the same order."""
 
 from __future__ import annotations
 
-import gc
-import tracemalloc
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xroute import Topology
+from xroute.bench.experiments.common import traced_bytes
 from xroute.core.binding_table import BindingTable
 from xroute.core.errors import BindingNotFound
 from xroute.core.model import Binding, Destination
@@ -86,18 +84,8 @@ def test_a_key_s_second_binding_costs_its_table_entries_alone():
     firsts = [Binding("x", Destination("queue", f"a{i}"), f"k{i}", {}) for i in range(2_000)]
     seconds = [Binding("x", Destination("queue", f"b{i}"), f"k{i}", {}) for i in range(2_000)]
     table = BindingTable()
-    for binding in firsts:
-        table.add(binding, ())
-    gc.collect()
-    tracemalloc.start()
-    try:
-        began = tracemalloc.get_traced_memory()[0]
-        for binding in seconds:
-            table.add(binding, ())
-        gc.collect()
-        held = (tracemalloc.get_traced_memory()[0] - began) / len(seconds)
-    finally:
-        tracemalloc.stop()
+    _add_all(table, firsts)
+    held = traced_bytes(lambda: _add_all(table, seconds))[0] / len(seconds)
     assert held < 130
     for first, second in zip(firsts, seconds):
         assert table.find("x", second.target, second.routing_key, ()) is second
@@ -110,3 +98,8 @@ def test_a_key_s_second_binding_costs_its_table_entries_alone():
     assert list(table.values()) == [*firsts[1::2], *seconds[::2]]
     for second in seconds[::2]:
         assert table.find("x", second.target, second.routing_key, ()) is second
+
+
+def _add_all(table: BindingTable, bindings: list[Binding]) -> None:
+    for binding in bindings:
+        table.add(binding, ())

@@ -6,11 +6,11 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
-import tracemalloc
 from dataclasses import FrozenInstanceError
 
 import pytest
 
+from xroute.bench.experiments.common import traced_bytes
 from xroute.core.binding_table import BindingTable
 from xroute.core.errors import BindingNotFound
 from xroute.core.model import NO_ARGUMENTS, Binding, Destination, Queue
@@ -113,16 +113,12 @@ def test_a_key_bound_to_many_queues_keeps_no_tuple_a_binding():
     bindings = [Binding("x", Destination("queue", f"q{i}"), "broadcast.#", NO_ARGUMENTS)
                 for i in range(2_000)]
     table = BindingTable()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        began = tracemalloc.get_traced_memory()[0]
+
+    def add_all() -> None:
         for binding in bindings:
             table.add(binding, ())
-        gc.collect()
-        held = (tracemalloc.get_traced_memory()[0] - began) / len(bindings)
-    finally:
-        tracemalloc.stop()
+
+    held = traced_bytes(add_all)[0] / len(bindings)
     assert held < 80
     assert all(table.find("x", b.target, "broadcast.#", ()) is b for b in bindings)
 
