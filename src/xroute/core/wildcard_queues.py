@@ -110,12 +110,12 @@ class WildcardQueues:
         if kind != "queue":
             self.exchange_bindings += 1
             return
-        pair = (pattern, name)
-        if self._repeats.get(pair) or self._holds(pattern, name):
+        # (no pair made to look up where nothing repeats: hot, a bulk bind)
+        if self._repeats and self._repeats.get((pattern, name)) or self._holds(pattern, name):
+            pair = (pattern, name)
             self._repeats[pair] = self._repeats.get(pair, 1) + 1
             return
-        self._matcher.add_new(pattern, split_words(pattern) if words is None else words, name,
-                              pair)
+        self._matcher.add_new(pattern, split_words(pattern) if words is None else words, name)
         self.match = self._changed
 
     def remove(self, pattern: str, kind: str, name: str,

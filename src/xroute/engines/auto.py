@@ -217,6 +217,13 @@ class AutoEngine(BatchKernel, DfaEngine):
                 if self._pending_at is not None:  # kept once an unbind asked for it
                     self._pending_at[pattern, destination] = len(self._pending_destinations) - 1
                 return  # `_by_shape` stays the flushing matcher: nothing else to drop
+            if self._wildcards_wait:  # read rarely (`wildcards_read_rarely`): it waits
+                self._pending_patterns = [".".join(words) if pattern is None else pattern]
+                self._pending_destinations = [destination]
+                self._pending_at = None
+                self._pending_lazy = True
+                self._changed()  # `_by_shape` the flushing matcher; the memo dropped
+                return
             # hot: `_add_wildcard`'s usual case, inline (a wildcard kept in the shapes alone)
             if self._trie_deferred and self._shapes.add_if_usable(words, destination):
                 self._deferred += 1
@@ -241,7 +248,11 @@ class AutoEngine(BatchKernel, DfaEngine):
             if leaving:
                 self._move(leaving, destination, self._remove_wildcard)
             if enters:
-                self._add_wildcard(words, destination)
+                # `_add_wildcard`'s usual case, inline (hot: a queue-name index's bind)
+                if self._trie_deferred and self._shapes.add_if_usable(words, destination):
+                    self._deferred += 1
+                else:
+                    self._add_wildcard(words, destination)  # (asks the shapes again)
             elif not leaving and destination not in self._unshadowed:
                 return  # covered by the destination's floor: no answer changes
         self._changed()
@@ -327,6 +338,24 @@ class AutoEngine(BatchKernel, DfaEngine):
     # till then, so that a bulk bind pays nothing for it. (By the pair: a matcher's own
     # destinations, unlike a topology's bindings, may each have several patterns.)
     _pending_at: dict[tuple[str, Hashable], int] | None = None
+    # Where the wildcard answers are read rarely (`wildcards_read_rarely`: a topology's
+    # exchange whose first routes ask its queue-name index instead), every wildcard binding
+    # waits in those lists, whether or not the shapes would take it; a reader flushes them
+    # as it flushes those the shapes refused. `_pending_lazy`: the lists wait for that
+    # reason (their first pattern was not refused), so the flush offers each to the shapes.
+    _wildcards_wait = False
+    _pending_lazy = False
+
+    def wildcards_read_rarely(self) -> None:
+        """Told by `TopicMatcher.defer_wildcards` (where destinations are not shared) that
+        the wildcard bindings' answers are read rarely: a topology's topic exchange once its
+        queue-name index answers its first routes (`xroute.core.wildcard_queues`). Each
+        wildcard binding then waits in the pending lists (two list slots, no object) until
+        something reads the wildcards, which indexes them first (`_flush_pending`): in
+        RabbitMQ 4.3's unicast shape, a ``broadcast.#`` binding a queue was indexed here
+        by shape as well as by queue name in the index, which routes read."""
+        if self._shadow is None:
+            self._wildcards_wait = True
 
     def _add_wildcard(self, words: Words, destination: Hashable) -> None:
         if self._trie_deferred:
@@ -342,13 +371,35 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._pending_patterns = [".".join(words)]
             self._pending_destinations = [destination]
             self._pending_at = None
+            self._pending_lazy = False  # refused by the shapes: the trie is made on read
             return
         super().add(words, destination)
         self._shapes.add(words, destination)
 
     def _flush_pending(self) -> None:
         """Make the trie of every wildcard pattern (`_make_trie`), and put the waiting ones
-        in the shapes too, as `_add_wildcard` does once the trie is made."""
+        in the shapes too, as `_add_wildcard` does once the trie is made. Patterns that
+        wait only because the wildcards are read rarely (`_pending_lazy`) go in as `add`
+        would have put them: into the shapes alone while they serve, and the rest as
+        before, from the first the shapes refuse."""
+        if self._pending_lazy:
+            self._pending_lazy = False
+            patterns, destinations = self._pending_patterns, self._pending_destinations
+            self._pending_patterns = self._pending_at = None
+            self._pending_destinations = []
+            for pattern, destination in zip(patterns, destinations):  # type: ignore[arg-type]
+                if self._pending_patterns is not None:  # one was refused: the rest wait
+                    self._pending_patterns.append(pattern)
+                    self._pending_destinations.append(destination)
+                    continue
+                words = split_words(pattern)
+                if self._trie_deferred and self._shapes.add_if_usable(words, destination):
+                    self._deferred += 1
+                else:  # (refused: lists made, the trie to make below)
+                    self._add_wildcard(words, destination)
+            if self._pending_patterns is None:
+                self._changed()
+                return
         self._make_trie()  # from the store, which lists the waiting ones too
         patterns, destinations = self._pending_patterns, self._pending_destinations
         self._pending_patterns = self._pending_at = None
@@ -503,10 +554,11 @@ class AutoEngine(BatchKernel, DfaEngine):
             yield from members
         if self._trie_deferred:
             yield from self._shapes.destinations()
-            yield from self._pending_destinations if self._pending_patterns is not None else ()
         else:
             for _, destination in TrieEngine.patterns(self):
                 yield destination
+        # (waiting while the trie is made too, where the wildcards are read rarely)
+        yield from self._pending_destinations if self._pending_patterns is not None else ()
 
     def patterns(self) -> Iterator[tuple[Words, Hashable]]:
         """Every (wildcard pattern words, destination) in the trie (made if deferred)."""
@@ -753,7 +805,12 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._by_shape = self._shapes.matcher()
         if self._by_shape is None and self._parents is None:
             self._parents = self._edges_by_word()
-        self._answers_changed()
+        # `_answers_changed`, inline (hot: every wildcard bind)
+        self._batch_keys_since_change = 0
+        self._flat_shapes = None
+        if self._memo:
+            self._memo = {}
+            self._memo_cells = 0
 
     def _answers_changed(self) -> None:
         """A binding changed: what is kept per key (the memo, the shape kernel) goes."""

@@ -101,7 +101,9 @@ class CatchAllShadow:
         else:
             held.add(pattern)  # type: ignore[union-attr]
         applied = self._applied.get(destination)
-        if HASH not in words:  # no floor pattern (`floor_of`), the usual case: no call
+        # No floor pattern (`floor_of` None), the usual case, without the call: no '#', or
+        # a first word other than '*' and '#' (``broadcast.#``)
+        if HASH not in words or words[0] != HASH and words[0] != STAR:
             if applied is None:
                 return True, _NONE_LEAVING
             return not covered(words, applied), _NONE_LEAVING

@@ -192,8 +192,6 @@ class TopicMatcher:
         topic exchange, whose every new binding is a new `Binding` object (of its own
         pattern, with ``pattern_of``), so none of `add`'s checks can refuse it.
         ``binding`` is its entry in the set of bindings, if `add` made it already."""
-        if binding is None:
-            binding = destination if self._pattern_of is not None else (pattern, destination)
         if self._ids_kept:  # first: the engine may keep the destination's id (``auto``)
             self._count_destination(destination, +1)
         if self._takes_pattern:
@@ -202,8 +200,11 @@ class TopicMatcher:
             self._engine.add(words, destination)
         bindings = self._bindings
         if bindings.__class__ is set:
+            if binding is None:
+                binding = (destination if self._pattern_of is not None
+                           else (pattern, destination))
             bindings.add(binding)
-        else:  # `_HeldByEngine.add`, inline: a count
+        else:  # `_HeldByEngine.add`, inline: a count (no entry made for it)
             bindings.count += 1  # type: ignore[union-attr]
         self._memo = None  # every key's answer may change: the next batch starts a new one
         if self._cache is not None:
@@ -290,6 +291,16 @@ class TopicMatcher:
         bindings)."""
         current = self._wildcard_function
         return current(bare) if current is not None else None
+
+    def defer_wildcards(self) -> None:
+        """Tell the engine that the answers of the bindings with wildcards will be read
+        rarely (a topology's topic exchange whose first routes ask its queue-name index,
+        `xroute.core.wildcard_queues`): an engine that can (``auto``, where destinations
+        are not shared) then indexes those bindings only when something reads them. Every
+        read still sees every binding."""
+        told = getattr(self._engine, "wildcards_read_rarely", None)
+        if told is not None:
+            told()
 
     def match_many(self, keys: Iterable[str]) -> list[frozenset]:
         """`match` for every key, in the same order."""

@@ -86,6 +86,10 @@ class TopicExchange:
                 or self._fan_out is not None and self._fan_out.add(key)):
             self.wildcard_queues = WildcardQueues(self._engine)
             self._fan_out = None
+            # First routes now ask the index: the matcher's wildcard bindings are read by
+            # the full walk alone (observers, exchange-to-exchange bindings, batches' hits),
+            # so they wait for such a read (`AutoEngine.wildcards_read_rarely`).
+            self.matcher.defer_wildcards()
             for pattern, bound in self.matcher.bindings():
                 if not _is_literal(pattern):
                     self.wildcard_queues.add(pattern, *bound.destination)
