@@ -35,6 +35,7 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -151,12 +152,13 @@ def traced_bytes_per_binding_routed(shape: Shape) -> float:
     (`literal_binding_keys`) has been routed once by `Topology.route`, the routes' own
     allocations kept alive by the topology included (its route cache's entries, and any
     answer a route makes and keeps): what a binding holds for a user who has published to
-    each key they bound, not only what a build left. A bound made by the build and given
-    back on first routes shows here, not in the build's figure."""
+    each key they bound, not only what a build left. Work a build leaves to first routes
+    (an answer made on a key's first route, not at bind) counts here, where the build's
+    figure would not see it."""
     return _traced_bytes(shape, literal_binding_keys(shape))
 
 
-def _traced_bytes(shape: Shape, keys: Any) -> float:
+def _traced_bytes(shape: Shape, keys: Iterable[str]) -> float:
     """Traced bytes a binding that a topology of ``shape`` holds once built and once each of
     ``keys`` is routed (keys made before the trace, as the bindings' strings)."""
     gc.collect()
@@ -164,9 +166,8 @@ def _traced_bytes(shape: Shape, keys: Any) -> float:
     try:
         began = tracemalloc.get_traced_memory()[0]
         topology = _topology(shape)
-        route = topology.route
         for key in keys:
-            route(EXCHANGE, key)
+            topology.route(EXCHANGE, key)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - began
     finally:
