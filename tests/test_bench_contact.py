@@ -40,6 +40,9 @@ def test_contact_measures_with_the_collector_on_and_routes_what_reference_routes
     for what in ("route_first", "route_repeat"):
         figures = entry[what]
         assert 0 < figures["p50_us"] <= figures["p99_us"] <= figures["max_us"]
+    # bytes a binding once built, and once every literal binding key is routed (the route
+    # cache's entries on top)
+    assert entry["bytes_per_binding_routed"] > entry["bytes_per_binding"] > 0
     judged = contact.goals(entry)
     assert {g["goal"] for g in judged} >= {"route_first p99/p50", "BatchRouter first pass / "
                                            "first routes"}

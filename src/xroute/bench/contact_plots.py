@@ -65,7 +65,7 @@ def markdown(results: dict[str, Any]) -> str:
     """The results as a Markdown table (one row per shape) and each shape's goals."""
     lines = ["| shape | bindings | RabbitMQ µs | xroute first mean / p50 / p99 / max µs | "
              "ratio | repeat p50 / p99 / max µs | ids first / warm ×first | "
-             "router first (new keys) / warm ×first | bytes/binding traced (RSS) | "
+             "router first (new keys) / warm ×first | bytes/binding traced, keys routed (RSS) | "
              "binds/s (build) / RabbitMQ's |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for e in results["contact"]:
@@ -80,7 +80,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"{ratios['ids_first_over_route_first']:.2f} / "
             f"{ratios['ids_warm_over_route_first']:.1f} | "
             f"{ratios.get('router_new_first_over_route_first', float('nan')):.2f} / "
-            f"{ratios['router_warm_over_route_first']:.1f} | {e['bytes_per_binding']:,.0f} "
+            f"{ratios['router_warm_over_route_first']:.1f} | {e['bytes_per_binding']:,.0f}, "
+            f"{e.get('bytes_per_binding_routed', float('nan')):,.0f} "
             f"({e.get('rss_bytes_per_binding', float('nan')):,.0f}) | "
             f"{e['bind_per_s'] / 1e3:,.0f}k ({e.get('build_per_s', float('nan')) / 1e3:,.0f}k)"
             f" / {rabbit.get('bind_per_s', float('nan')) / 1e3:,.1f}k |")
