@@ -102,3 +102,28 @@ def test_match_bare_plans_its_lookups_without_a_python_function_a_shape():
     for pick, joined, _, shape in plan:
         assert (pick.__class__ is itemgetter) == bool(shape.positions)
         assert joined == (len(shape.positions) > 1)
+
+
+def test_a_key_two_patterns_of_queues_match_unites_their_shared_sets_without_of_binding(
+        monkeypatch):
+    """`MatchedDestinations.of_parts` reads a bare binding's shared set inline (on the base
+    it called `of_binding` for each part); a new binding still goes through it."""
+    from xroute.core.destinations import MatchedDestinations
+
+    topology = Topology()
+    topology.declare_exchange("t", "topic")
+    for queue in ("site", "alarm", "other"):
+        topology.declare_queue(queue)
+    topology.bind("t", "site", "s0.floor0.#")
+    topology.bind("t", "alarm", "*.*.alarm.1")
+    topology.bind("t", "other", "*.*.alarm.2")
+    assert topology.route("t", "s1.floor0.alarm.1") == {"alarm"}
+    assert topology.route("t", "s0.floor0.x") == {"site"}
+    calls = []
+    real = MatchedDestinations.of_binding
+    monkeypatch.setattr(MatchedDestinations, "of_binding",
+                        lambda self, binding: (calls.append(binding), real(self, binding))[1])
+    assert topology.route("t", "s0.floor0.alarm.1") == {"site", "alarm"}
+    assert not calls
+    assert topology.route("t", "s0.floor0.alarm.2") == {"site", "other"}  # "other": new
+    assert [binding.target for binding in calls] == ["other"]
