@@ -316,7 +316,7 @@ def _cells_add_up(cache: TopologyRouteCache, exchange: str) -> None:
     held = sum(map(len, large.values()))
     assert getattr(cache, "_large_cells", {exchange: held}).get(exchange, 0) == held
     small = sum(len(queues) for queues in own.values() if len(queues) <= SHARED_NAMES)
-    assert cache._own_cells.get(exchange, 0 if not own else -1) == small + held
+    assert cache.own_cells.get(exchange, 0 if not own else -1) == small + held
 
 
 def test_a_broadcast_pattern_change_drops_its_first_word_routes_without_a_test_a_key(

@@ -81,11 +81,16 @@ class MatchedDestinations:
         of bindings, or bindings handed over bare), united; None if one leads to an
         exchange. Where one part's names hold the other's, that part's shared frozenset."""
         united: frozenset[str] | None = None
+        alone = self.queue_alone
         for part in parts:
-            names, exchanges = (self.of(part) if part.__class__ is frozenset
-                                else self.of_binding(part))
-            if exchanges:
-                return None
+            # a binding to a queue: its shared set read inline (`of_binding`'s hit, a call
+            # less a part on the MQTT shape's keys that two patterns match)
+            names = None if part.__class__ is frozenset else alone.get(part.target)
+            if names is None:
+                names, exchanges = (self.of(part) if part.__class__ is frozenset
+                                    else self.of_binding(part))
+                if exchanges:
+                    return None
             if united is None or united <= names:
                 united = names
             elif not names <= united:

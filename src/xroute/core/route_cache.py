@@ -167,7 +167,7 @@ class TopologyRouteCache:
 
     __slots__ = (
         "max_size", "sweep_to", "max_cells", "hits", "misses", "evictions", "invalidations",
-        "own", "entries", "_through", "_cells", "_own_cells", "heads", "precise_scan",
+        "own", "entries", "_through", "_cells", "own_cells", "heads", "precise_scan",
         "_large", "_large_cells",
     )
 
@@ -192,7 +192,9 @@ class TopologyRouteCache:
         # ordered set)
         self._through: dict[str, dict[Entry, None]] = {}
         self._cells = 0  # queue names summed over `entries`
-        self._own_cells: dict[str, int] = {}  # ... and over each exchange's `own` routes
+        # ... and over each exchange's `own` routes (kept up inline by `Topology`'s first
+        # route too: `keep`'s usual case)
+        self.own_cells: dict[str, int] = {}
         # exchange -> id of a frozenset of more than `SHARED_NAMES` names that its `own`
         # routes held since the last sweep -> the set, held here (counted in the cells once,
         # not taken off when a route lets go: it is still kept here, until the next sweep)
@@ -248,7 +250,7 @@ class TopologyRouteCache:
         own = self.own.get(exchange)
         if own is None:
             own = self.own[exchange] = {}
-            self._own_cells[exchange] = 0
+            self.own_cells[exchange] = 0
         size = len(queues)
         if size > SHARED_NAMES:  # `_hold`, inlined: a broadcast's every route comes here
             large = self._large.get(exchange)
@@ -259,7 +261,7 @@ class TopologyRouteCache:
             else:
                 large[id(queues)] = queues
                 self._large_cells[exchange] = self._large_cells.get(exchange, 0) + size
-        cells = self._own_cells[exchange] + size
+        cells = self.own_cells[exchange] + size
         if len(own) >= self.max_size or cells > self.max_cells:
             cells = self._sweep_own(exchange, own)
             cells += self._hold(exchange, queues)
@@ -267,7 +269,7 @@ class TopologyRouteCache:
             # past `precise_scan` drops every route and starts it again.
             self.heads.pop(exchange, None)
         own[routing_key] = queues
-        self._own_cells[exchange] = cells
+        self.own_cells[exchange] = cells
         heads = self.heads.get(exchange) if self.heads else None
         if heads is not None:
             head = _head(routing_key)
@@ -415,7 +417,7 @@ class TopologyRouteCache:
         held (and counted) until a sweep, as `_pop_many` leaves them."""
         self.invalidations += len(own)
         own.clear()
-        self._own_cells[source] = self._large_cells.get(source, 0)
+        self.own_cells[source] = self._large_cells.get(source, 0)
         if source in self.heads:
             self.heads[source] = {}
 
@@ -431,7 +433,7 @@ class TopologyRouteCache:
                 dropped += 1
                 if len(queues) <= SHARED_NAMES:  # a large set stays held until a sweep
                     cells += len(queues)
-        self._own_cells[source] -= cells
+        self.own_cells[source] -= cells
         self.invalidations += dropped
         heads = self.heads.get(source) if self.heads and indexed else None
         if heads is not None:
@@ -449,7 +451,7 @@ class TopologyRouteCache:
         if dropped is None:
             return
         if len(dropped) <= SHARED_NAMES:  # a large set stays held, and counted, until a sweep
-            self._own_cells[source] -= len(dropped)
+            self.own_cells[source] -= len(dropped)
         self.invalidations += 1
         heads = self.heads.get(source) if self.heads else None
         if heads is not None:
@@ -481,7 +483,7 @@ class TopologyRouteCache:
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""
         self.own.clear()
-        self._own_cells.clear()
+        self.own_cells.clear()
         self._large.clear()
         self._large_cells.clear()
         self.heads.clear()
@@ -498,7 +500,7 @@ class TopologyRouteCache:
         return {
             "route_cache_entries": len(self),
             "route_cache_max": self.max_size,
-            "route_cache_cells": self._cells + sum(self._own_cells.values()),
+            "route_cache_cells": self._cells + sum(self.own_cells.values()),
             "route_cache_hits": self.hits,
             "route_cache_misses": self.misses,
             "route_cache_hit_rate": self.hits / lookups if lookups else 0.0,
@@ -508,7 +510,7 @@ class TopologyRouteCache:
 
     def _drop_own(self, exchange: str) -> None:
         self.invalidations += len(self.own.pop(exchange))
-        del self._own_cells[exchange]
+        del self.own_cells[exchange]
         self._large.pop(exchange, None)
         self._large_cells.pop(exchange, None)
         if exchange in self.heads:

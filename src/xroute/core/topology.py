@@ -45,7 +45,7 @@ from xroute.core.model import (
 )
 from xroute.core.profiles import Profile, profile
 from xroute.core.queue_table import QueueTable
-from xroute.core.route_cache import TopologyRouteCache
+from xroute.core.route_cache import SHARED_NAMES, TopologyRouteCache
 from xroute.engines import DEFAULT_ENGINE
 from xroute.engines.frozen_sets import STALE
 from xroute.exchanges import (
@@ -763,7 +763,21 @@ class Topology:
         if alternate is None or alternate == exchange:
             # one exchange visited: no tuple made, nothing new for the collector to track
             if keep:
-                self._route_cache.keep(exchange, routing_key, names)  # type: ignore[union-attr]
+                cache: Any = self._route_cache
+                size = len(names)
+                # `TopologyRouteCache.keep`'s usual case, inline (its call was a tenth of a
+                # first route on the MQTT shape): a set of few names (a broadcast's is not:
+                # asked first), room under both bounds, no index of the routes by first
+                # word to keep up
+                if size <= SHARED_NAMES and not cache.heads:
+                    own = cache.own.get(exchange)
+                    if own is not None and len(own) < cache.max_size:
+                        cells = cache.own_cells[exchange] + size
+                        if cells <= cache.max_cells:
+                            own[routing_key] = names
+                            cache.own_cells[exchange] = cells
+                            return names
+                cache.keep(exchange, routing_key, names)
         elif not names:
             return None  # nothing matched: the alternate exchange's walk
         elif keep:

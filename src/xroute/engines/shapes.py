@@ -77,7 +77,8 @@ class _Shape:
     destination each; 10k queues bound to ``broadcast.#`` make one frozenset, not 10k growing
     copies)."""
 
-    __slots__ = ("min_words", "exact", "positions", "headed", "take", "entries", "frozen")
+    __slots__ = ("min_words", "exact", "positions", "headed", "pick", "take", "entries",
+                 "frozen")
 
     def __init__(self, min_words: int, exact: bool, positions: tuple[int, ...],
                  bare_singletons: bool = False) -> None:
@@ -90,8 +91,10 @@ class _Shape:
         # a dot). A string, not a tuple: a probe then compares one string with the kept one,
         # where a tuple compared each of its fresh words with a kept word object of its own
         # (EMQX's 80k filters: 230k such objects, scattered; 0.6 µs a probe against 0.1 µs).
-        self.take: Any = (_nothing if not positions else itemgetter(positions[0])
-                          if len(positions) == 1 else _joined(itemgetter(*positions)))
+        # ``pick``: the same words, not joined (a tuple for several positions): C-level,
+        # for `ShapeIndex.match_bare` to join inline.
+        self.pick: Any = _nothing if not positions else itemgetter(*positions)
+        self.take: Any = self.pick if len(positions) <= 1 else _joined(self.pick)
         self.entries = FrozenSets(FREEZE_NOW, bare_singletons=bare_singletons)
         self.frozen = self.entries.frozen  # read inline by `lookup` and the one-shape matcher
 
@@ -170,7 +173,7 @@ class ShapeIndex:
         self._unions: dict[tuple[frozenset, ...], frozenset] = {}
         # Key length -> (take, frozen, shape) of each shape a key that long can match: built
         # on the first key of a length, dropped on any change (see `match`).
-        self._plans: dict[int, tuple[tuple[Any, dict, _Shape], ...]] = {}
+        self._plans: dict[int, tuple[tuple[Any, bool, dict, _Shape], ...]] = {}
         # The literal first words of the indexed patterns (bindings per word), and how many
         # patterns begin with '*' or '#' instead. While none does, a key whose first word is
         # not among them matches nothing (NATS's three wildcards all begin with ``cloud``,
@@ -381,8 +384,11 @@ class ShapeIndex:
             plan = self._plan(len(words))
         found: Any = None
         several: list[Any] | None = None
-        for take, frozen, shape in plan:
-            answer = frozen.get(take(words))
+        for pick, joined, frozen, shape in plan:
+            # `_Shape.take`, inlined: its own frame for a shape of several literal words
+            # (MQTT's both) was a tenth of a first route
+            literal = pick(words)
+            answer = frozen.get(".".join(literal) if joined else literal)
             if answer is None:
                 continue
             if answer is STALE:
@@ -426,10 +432,12 @@ class ShapeIndex:
         for words, destination in self._source():  # type: ignore[misc]
             self.add(words, destination)
 
-    def _plan(self, size: int) -> tuple[tuple[Any, dict, _Shape], ...]:
+    def _plan(self, size: int) -> tuple[tuple[Any, bool, dict, _Shape], ...]:
         """The shapes a key of ``size`` words can match: those without '#' of exactly that
-        many words, then those with one '#' it is long enough for."""
-        plan = tuple((shape.take, shape.frozen, shape)
+        many words, then those with one '#' it is long enough for. Each with `_Shape.take`
+        in two parts for `match_bare` to inline: a function of the words, and whether its
+        answer (then a tuple of words) is to be joined by dots."""
+        plan = tuple((shape.pick, len(shape.positions) > 1, shape.frozen, shape)
                      for shape in chain(self._by_length.get(size, ()), self._open)
                      if size >= shape.min_words)
         self._plans[size] = plan
