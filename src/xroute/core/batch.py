@@ -971,6 +971,8 @@ def _merge(
     """Offsets and queue ids of a batch: messages ``keyed`` have answers (numbers into
     ``answer_starts`` and ``answer_ids``), the others (message, queue) pairs sorted by
     message."""
+    if len(keyed) == size and not len(rows):  # every message by key (most batches)
+        return key_memo.kernel().lay_out(answers, answer_starts, answer_ids)
     counts = np.zeros(size, dtype=np.int64)
     if len(keyed):
         # an answer of one queue is the queue itself (`ONE_QUEUE`): one id
