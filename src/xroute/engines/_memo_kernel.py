@@ -238,3 +238,23 @@ def keep_answers(offsets, ids, table_keys, table_values, answer_starts, answer_i
             table_values[slot] = found
         numbers[i] = found
     return count, cells
+
+
+@njit(cache=True, nogil=True)
+def take_answers(offsets, ids, rows):
+    """(offsets, ids) of the answers ``rows`` (ascending or not) of ``(offsets, ids)``: their
+    ids copied alone, where a NumPy mask over every id (``np.repeat`` of the rows' flags by
+    the sizes) cost a pass over all of them (a batch of 4,096 keys of 100 ids each: 1 ms
+    to keep the few keys a first pass meets again)."""
+    count = rows.shape[0]
+    taken = np.empty(count + 1, dtype=np.int64)
+    taken[0] = 0
+    for i in range(count):
+        taken[i + 1] = taken[i] + offsets[rows[i] + 1] - offsets[rows[i]]
+    into = np.empty(taken[count], dtype=np.int32)
+    for i in range(count):
+        begin = offsets[rows[i]]
+        at = taken[i]
+        for j in range(taken[i + 1] - at):
+            into[at + j] = ids[begin + j]
+    return taken, into

@@ -363,15 +363,13 @@ class TopicMatcher:
         elif kept and memo.make_room(kept):  # started again empty: the hits' answers are gone
             lost, missed, kept = everyone, len(keys), 0
         offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
-        sizes = np.diff(offsets)
+        take = key_memo.kernel().take_answers
         if kept:  # keys that repeat: their answers, then the keys, kept
             if kept == len(lost):
                 kept_at, numbers = lost, memo.keep_answers(offsets, ids)
             else:
-                kept_offsets = np.zeros(kept + 1, dtype=np.int64)
-                np.cumsum(sizes[again], out=kept_offsets[1:])
                 kept_at = lost[again]
-                numbers = memo.keep_answers(kept_offsets, ids[np.repeat(again, sizes)])
+                numbers = memo.keep_answers(*take(offsets, ids, np.flatnonzero(again)))
             memo.insert(data, key_offsets, kept_at, numbers)
             answers[kept_at] = numbers
         if missed == len(keys):
@@ -381,9 +379,8 @@ class TopicMatcher:
         # The keys met once are answered for this batch only: their answers are made, written
         # out and dropped (no key leads to them).
         once = ~again
-        once_offsets = np.zeros(len(lost) - kept + 1, dtype=np.int64)
-        np.cumsum(sizes[once], out=once_offsets[1:])
-        first = memo.add_answers(once_offsets, ids[np.repeat(once, sizes)] if kept else ids)
+        first = memo.add_answers(*take(offsets, ids, np.flatnonzero(once))) if kept else \
+            memo.add_answers(offsets, ids)
         answers[lost[once]] = np.arange(first, first + len(lost) - kept, dtype=np.int32)
         try:
             return _written(memo, answers)
