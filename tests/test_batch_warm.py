@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from xroute import Topology
-from xroute.core.batch import BatchRouter
+from xroute.core.batch import BatchRouter, BatchRoutes
 from xroute.core.errors import InvalidRoutingKey
 from xroute.engines import TopicMatcher
 from xroute.engines._kernel import _hash_bytes, _same_bytes
@@ -214,3 +214,21 @@ def test_a_batch_with_a_null_or_a_long_key_is_refused_by_name():
         matcher.match_many_ids(pa.array(keys + [None], pa.string()))
     with pytest.raises(InvalidRoutingKey, match="bytes"):
         matcher.match_many_ids(pa.array(keys + ["x" * 256], pa.string()))
+
+
+def test_hits_of_a_batch_routed_by_key_are_made_when_read():
+    # a batch routed by key alone counts no hit while routing: its counters are made when
+    # read (zeros, as many as the router's bindings then), with the hits worked out then
+    topology = Topology()
+    for queue, pattern in (("q1", "a.*"), ("q2", "#")):
+        topology.declare_queue(queue)
+        topology.bind("amq.topic", queue, pattern)
+    router = BatchRouter(topology)
+    routes = router.route("amq.topic", pa.array(["a.b", "c", "a.b"] * 20, pa.string()))
+    expected = {binding: 0 for binding in router.bindings}
+    for key in ["a.b", "c", "a.b"] * 20:
+        topology.route_message("amq.topic", key, observer=lambda _x, matched, _via: [
+            expected.__setitem__(b, expected[b] + 1) for b in matched])
+    assert routes.hits.tolist() == [expected[b] for b in router.bindings]
+    assert BatchRoutes(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), {},
+                       3).hits.tolist() == [0, 0, 0]
