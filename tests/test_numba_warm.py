@@ -39,7 +39,7 @@ router.route("amq.topic", ["a.b"])  # once it repeats)
 router.route("amq.match", ["a"], [{"k": 1}])  # headers decide: the batch walk's
 kernels = {"route_batch": _kernel.route_batch, "expand_groups": _batch_kernel.expand_groups,
            "write_pairs": _batch_kernel.write_pairs, "memo_insert": _memo_kernel.memo_insert,
-           "write_answers": _memo_kernel.write_answers,
+           "lay_out": _memo_kernel.lay_out,
            "mark_seen": _memo_kernel.mark_seen}
 print(json.dumps({
     "file": xroute.__file__,
@@ -89,5 +89,5 @@ def test_warm_cache_serves_a_process_that_imports_xroute_from_a_zip(tmp_path):
     assert set(found["misses"].values()) == {0}, found
     assert found["hits"]["route_batch"] >= 2, found
     assert found["hits"]["expand_groups"] >= 1 and found["hits"]["write_pairs"] >= 1, found
-    assert found["hits"]["memo_insert"] >= 1 and found["hits"]["write_answers"] >= 1, found
+    assert found["hits"]["memo_insert"] >= 1 and found["hits"]["lay_out"] >= 1, found
     assert found["hits"]["mark_seen"] >= 1, found

@@ -74,6 +74,13 @@ class KeyMemo:
         # answers added by `answer` since `answers` last ran: their ends and their ids
         self._pending_ends: list[int] = []
         self._pending_ids: list[int] = []
+        # The answers `keep_answers` added, by their ids (a table laid out as the keys':
+        # each slot's hash of the ids or -1, and the answer), so that keys with equal ids
+        # share one answer; ``_kept_until``: the answers below it may be in the table.
+        self._kept_keys = np.full(64, -1, dtype=np.int64)
+        self._kept_slots = np.zeros(64, dtype=np.int32)
+        self._kept = 0
+        self._kept_until = 0
 
     def __len__(self) -> int:
         return self.entries
@@ -113,6 +120,37 @@ class KeyMemo:
         self._append(self.cells + offsets[1:], ids)
         return first
 
+    def keep_answers(self, offsets: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """The numbers of ``len(offsets) - 1`` answers given as `add_answers` takes them, for
+        keys to keep (int32): an answer of one id is ``ONE_QUEUE - id`` (nothing kept); one
+        with the same ids, in the same order, as an answer this kept before is that answer;
+        any other is added. Keys whose answers are equal (seed-mix: every key's 100 queues)
+        share one: a warm batch copies its ids from one hot array, not from an array a key
+        (8 MB for 20k such keys), and the memo's cells bound holds more keys."""
+        self.answers()
+        size = len(offsets) - 1
+        numbers = np.empty(size, dtype=np.int32)
+        if not size:
+            return numbers
+        if self.count + size + 1 > len(self._answer_starts):
+            self._answer_starts = _grown(self._answer_starts, self.count + size + 1)
+        if self.cells + len(ids) > len(self._answer_ids):
+            self._answer_ids = _grown(self._answer_ids, self.cells + len(ids))
+        memo = kernel()
+        if 2 * (self._kept + size) > len(self._kept_keys):  # at most half full
+            slots = _power_of_two(2 * (self._kept + size))
+            kept_keys = np.full(slots, -1, dtype=np.int64)
+            kept_slots = np.zeros(slots, dtype=np.int32)
+            memo.memo_rehash(self._kept_keys, self._kept_slots, kept_keys, kept_slots)
+            self._kept_keys, self._kept_slots = kept_keys, kept_slots
+        count = self.count
+        self.count, self.cells = (int(n) for n in memo.keep_answers(
+            offsets, ids, self._kept_keys, self._kept_slots, self._answer_starts,
+            self._answer_ids, self.count, self.cells, numbers))
+        self._kept += self.count - count
+        self._kept_until = self.count
+        return numbers
+
     def answers(self) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ids) of every answer so far: views, valid until answers are added."""
         if self._pending_ends:
@@ -136,6 +174,9 @@ class KeyMemo:
         """Forget the answers numbered ``count`` and later (no key kept may lead to them):
         answers made for one batch's output only."""
         self.answers()
+        if count < self._kept_until:  # answers of the table forgotten: the table with them
+            self._kept_keys.fill(-1)
+            self._kept = self._kept_until = 0
         self.count, self.cells = count, int(self._answer_starts[count])
 
     def make_room(self, keys: int) -> bool:

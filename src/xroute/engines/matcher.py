@@ -331,9 +331,13 @@ class TopicMatcher:
         each an index into `destinations`; ``offsets`` is int64 of length ``len(keys) + 1``.
         Every key is validated as by `match` (`InvalidRoutingKey`, naming the first bad one).
         """
-        keys = _batch_keys(keys)
+        # (An Arrow batch for the key memo has its text checked after the probe, and only
+        # the keys the memo lacks: a key it answers has the bytes of a key checked before.)
+        keys = _batch_keys(keys, utf8=False)
         self._keep_ids()
         if isinstance(keys, list) or len(keys) < MEMO_MIN_BATCH:
+            if not isinstance(keys, list):
+                _check_utf8(keys)
             return self._match_ids(keys)
         return self._match_ids_memo(keys)
 
@@ -342,7 +346,8 @@ class TopicMatcher:
         last binding change are probed and copied in one compiled loop, the others matched by
         the engine (`_match_ids`); of those, the keys seen before (`SeenKeys`) are
         kept. A first pass over new keys keeps nothing: it pays a hash a key, not the copy
-        of each key's bytes and ids (0.3-1 µs a key, a third of a first route)."""
+        of each key's bytes and ids (0.3-1 µs a key, a third of a first route).
+        The keys' text is checked here (`_batch_keys` left it): the keys the memo lacks."""
         from xroute.engines.compiled import utf8_buffers
 
         data, key_offsets = utf8_buffers(keys)
@@ -352,11 +357,14 @@ class TopicMatcher:
             answers, missed = np.full(len(keys), MISSING, dtype=np.int32), len(keys)
         else:
             answers, missed = memo.probe(data, key_offsets, everyone)
-            if self._memo_answered is not None and missed < len(keys):
-                self._memo_answered(len(keys) - missed)
             if not missed:
+                if self._memo_answered is not None:
+                    self._memo_answered(len(keys))
                 return _written(memo, answers)
         lost = everyone if missed == len(keys) else np.flatnonzero(answers == MISSING)
+        _check_utf8(keys if missed == len(keys) else keys.take(lost))
+        if self._memo_answered is not None and missed < len(keys):
+            self._memo_answered(len(keys) - missed)
         if self._seen_keys is None:
             self._seen_keys = SeenKeys()
         again = self._seen_keys.again(data, key_offsets, lost)
@@ -366,16 +374,13 @@ class TopicMatcher:
         elif kept and memo.make_room(kept):  # started again empty: the hits' answers are gone
             lost, missed, kept = everyone, len(keys), 0
         offsets, ids = self._match_ids(keys if missed == len(keys) else keys.take(lost))
-        sizes = np.diff(offsets)
+        take = key_memo.kernel().take_answers
         if kept:  # keys that repeat: their answers, then the keys, kept
             if kept == len(lost):
-                kept_at, first = lost, memo.add_answers(offsets, ids)
+                kept_at, numbers = lost, memo.keep_answers(offsets, ids)
             else:
-                kept_offsets = np.zeros(kept + 1, dtype=np.int64)
-                np.cumsum(sizes[again], out=kept_offsets[1:])
                 kept_at = lost[again]
-                first = memo.add_answers(kept_offsets, ids[np.repeat(again, sizes)])
-            numbers = np.arange(first, first + kept, dtype=np.int32)
+                numbers = memo.keep_answers(*take(offsets, ids, np.flatnonzero(again)))
             memo.insert(data, key_offsets, kept_at, numbers)
             answers[kept_at] = numbers
         if missed == len(keys):
@@ -385,9 +390,8 @@ class TopicMatcher:
         # The keys met once are answered for this batch only: their answers are made, written
         # out and dropped (no key leads to them).
         once = ~again
-        once_offsets = np.zeros(len(lost) - kept + 1, dtype=np.int64)
-        np.cumsum(sizes[once], out=once_offsets[1:])
-        first = memo.add_answers(once_offsets, ids[np.repeat(once, sizes)] if kept else ids)
+        first = memo.add_answers(*take(offsets, ids, np.flatnonzero(once))) if kept else \
+            memo.add_answers(offsets, ids)
         answers[lost[once]] = np.arange(first, first + len(lost) - kept, dtype=np.int32)
         try:
             return _written(memo, answers)
@@ -607,12 +611,7 @@ def _written(memo: KeyMemo, answers: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """``(offsets, ids)`` of a batch whose keys all have answers in ``memo``."""
     from xroute.engines import key_memo
 
-    starts, ids = memo.answers()
-    offsets = np.zeros(len(answers) + 1, dtype=np.int64)
-    np.cumsum(np.diff(starts)[answers], out=offsets[1:])
-    found = np.empty(int(offsets[-1]), dtype=np.int32)
-    key_memo.kernel().write_answers(answers, starts, ids, offsets, found)
-    return offsets, found
+    return key_memo.kernel().lay_out(answers, *memo.answers())
 
 
 def _hashable(destination: Any) -> Any:
@@ -626,21 +625,42 @@ def _hashable(destination: Any) -> Any:
     return destination
 
 
-def _batch_keys(keys: Any) -> Any:
-    """Validated keys: a list of str, or a pyarrow StringArray / LargeStringArray as is."""
+def _batch_keys(keys: Any, utf8: bool = True) -> Any:
+    """Validated keys: a list of str, or a pyarrow StringArray / LargeStringArray as is.
+
+    Without ``utf8``, an Arrow array's text is left to the caller (`_check_utf8`): its
+    layout is checked (the buffers' sizes, offsets that never go back, so the kernels read
+    within its bytes), and its keys' lengths and nulls, not that its bytes are UTF-8."""
     arrow = _as_arrow_strings(keys)
     if arrow is None:
         return [check_routing_key(key) for key in keys]
+    if not utf8 and not arrow.null_count:
+        try:
+            arrow.validate()  # the buffers' sizes, the first and last offsets
+        except Exception as error:  # pyarrow.ArrowInvalid
+            raise InvalidRoutingKey("<arrow batch>", f"not a valid Arrow array ({error})") \
+                from None
+        from xroute.engines.compiled import utf8_buffers
+
+        lengths = np.diff(utf8_buffers(arrow)[1])
+        if not len(lengths) or (int(lengths.min()) >= 0 and int(lengths.max()) <= MAX_KEY_BYTES):
+            return arrow
     if not arrow_keys_fit(arrow):  # name the first bad key
         import pyarrow.compute as pc
 
         bad = pc.or_(pc.is_null(arrow), pc.greater(pc.binary_length(arrow), MAX_KEY_BYTES))
         check_routing_key(arrow[pc.index(bad.fill_null(True), True).as_py()].as_py())
+    _check_utf8(arrow)
+    return arrow
+
+
+def _check_utf8(arrow: Any) -> None:
+    """Refuse an Arrow string array whose bytes are not UTF-8 (Arrow text must be, but a
+    careless writer may break it), or whose offsets are not in order."""
     try:
-        arrow.validate(full=True)  # Arrow text must be UTF-8, but a careless writer may break it
+        arrow.validate(full=True)
     except Exception as error:  # pyarrow.ArrowInvalid
         raise InvalidRoutingKey("<arrow batch>", f"not valid UTF-8 text ({error})") from None
-    return arrow
 
 
 def _as_arrow_strings(keys: Any) -> Any:

@@ -58,6 +58,12 @@ def warm() -> dict[str, float]:
     tables = (np.full(4, -1, dtype=np.int64), np.zeros(4, dtype=np.int32),
               np.full(8, -1, dtype=np.int64), np.zeros(8, dtype=np.int32))
     key_memo.kernel().memo_rehash(*tables)
+    # (answers taken apart: a batch of kept and new keys of several ids each)
+    taken = key_memo.kernel().take_answers(np.array([0, 2, 3], dtype=np.int64),
+                                           np.array([4, 5, 6], dtype=np.int32),
+                                           np.array([1], dtype=np.int64))
+    if taken[0].tolist() != [0, 1] or taken[1].tolist() != [6]:
+        raise RuntimeError("the warmed answer copy gave another answer")
     # `auto`'s shape kernel (wildcards by shape, literal keys by table), for both as well.
     shapes, literal = ShapeIndex(), LiteralIndex()
     for pattern in ("a.*", "#.b"):
