@@ -59,7 +59,7 @@ def kill_held(test: str, signum: int, folder: Path, ready_timeout: float) -> dic
     """Run ``hold_service.py::test`` in a pytest of its own (this checkout, a registry of its
     own under ``folder``), send it ``signum`` once its service runs, and return
     ``{"pids", "workdir"}`` of the service, ``"survivors"``: those still running after a generous
-    deadline, ``"returncode"`` and ``"log"`` of the run, and ``"registry"``: what is left in
+    deadline, ``"seconds"`` until they were gone, ``"returncode"`` and ``"log"`` of the run, and ``"registry"``: what is left in
     its registry. Whatever survived is killed afterwards (on the base, everything does)."""
     import signal
     import subprocess
@@ -86,11 +86,13 @@ def kill_held(test: str, signum: int, folder: Path, ready_timeout: float) -> dic
             time.sleep(0.2)
         held = json.loads(hold_file.read_text())
         os.kill(run.pid, signum)
-        deadline = time.monotonic() + 90  # generous: SIGTERM stops a JVM through its hooks
+        killed = time.monotonic()
+        deadline = killed + 90  # generous: SIGTERM stops a JVM through its hooks
         while time.monotonic() < deadline:
             if not any(alive(*p) for p in held["pids"]):
                 break
-            time.sleep(0.2)
+            time.sleep(0.1)
+        held["seconds"] = time.monotonic() - killed  # reported, never asserted
         held["survivors"] = [p for p in held["pids"] if alive(*p)]
         try:
             held["returncode"] = run.wait(timeout=60)
