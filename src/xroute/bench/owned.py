@@ -121,22 +121,23 @@ def stop_processes(
     registered with it. The pids signalled."""
     tokens, known = set(tokens), list(known)
     stopped: list[int] = []
-    epmds: dict[int, str] = {}
+    epmds: dict[int, int | None] = {}
     for _ in range(STOP_ROUNDS):
         found = members(tokens)
         found.update((pid, _name(pid)) for pid, started in known if alive(pid, started))
-        epmds.update((pid, name) for pid, name in found.items() if name == "epmd")
-        targets = {pid for pid, name in found.items() if name != "epmd"}
+        # Each by pid and start time: a pid freed meanwhile and reused is not signalled.
+        targets = {pid: start_time(pid) for pid, name in found.items() if name != "epmd"}
+        epmds.update((pid, start_time(pid)) for pid, name in found.items() if name == "epmd")
         if not targets:
             break
         _signal(targets, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(start_time(pid) for pid in targets):
+        while time.monotonic() < deadline and any(alive(*p) for p in targets.items()):
             time.sleep(0.05)
-        _signal([pid for pid in targets if start_time(pid)], signal.SIGKILL)
+        _signal([pid for pid, started in targets.items() if alive(pid, started)], signal.SIGKILL)
         stopped += sorted(targets)
-    for pid in epmds:
-        if _epmd_unused(pid):
+    for pid, started in epmds.items():
+        if alive(pid, started) and _epmd_unused(pid):
             _signal([pid], signal.SIGKILL)
             stopped.append(pid)
     return stopped
@@ -179,10 +180,6 @@ def _epmd_names(port: int) -> list[str] | None:
 
 
 # ----------------------------------------------------------------------- registry
-
-
-def _entry(token: str, folder: Path | None = None) -> Path:
-    return (folder or registry()) / f"{token}.json"
 
 
 def _write(path: Path, record: Mapping[str, Any]) -> None:
@@ -254,19 +251,19 @@ def reap_orphans(folder: Path | None = None) -> list[dict[str, Any]]:
 
 class _Watchdog:
     """This process's watchdog: started on first use, restarted if it died, told of each
-    service as it starts (``+TOKEN``) and stops (``-TOKEN``)."""
+    service as it starts (``+TOKEN<tab>RECORD``) and stops (``-TOKEN``)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.write_end: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
-        self.tokens: set[str] = set()
+        self.tokens: dict[str, str] = {}  # token -> its record's path
 
     def _start(self) -> None:
         read_end, write_end = os.pipe()  # both non-inheritable: no service ever holds them
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", str(Path(__file__).resolve()), "--watch", str(registry())],
+                [sys.executable, "-I", str(Path(__file__).resolve()), "--watch"],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -284,7 +281,7 @@ class _Watchdog:
             if self.write_end is None or self.process is None or self.process.poll() is not None:
                 self._close()
                 self._start()
-                line = "".join(f"+{token}\n" for token in self.tokens) + line
+                line = "".join(f"+{t}\t{path}\n" for t, path in self.tokens.items()) + line
             try:
                 os.write(self.write_end, line.encode())  # type: ignore[arg-type]
                 return
@@ -298,15 +295,14 @@ class _Watchdog:
                 os.close(self.write_end)
         self.write_end = None
 
-    def watch(self, token: str) -> None:
+    def watch(self, token: str, record: Path) -> None:
         with self.lock:
-            self.tokens.add(token)
-            self._send(f"+{token}\n")
+            self.tokens[token] = str(record)
+            self._send(f"+{token}\t{record}\n")
 
     def forget(self, token: str) -> None:
         with self.lock:
-            if token in self.tokens:
-                self.tokens.discard(token)
+            if self.tokens.pop(token, None) is not None:
                 self._send(f"-{token}\n")
 
     def after_fork(self) -> None:
@@ -315,7 +311,7 @@ class _Watchdog:
         self._close()
         self.lock = threading.Lock()
         self.process = None
-        self.tokens = set()
+        self.tokens = {}
 
 
 _WATCHDOG = _Watchdog()
@@ -323,7 +319,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_WATCHDOG.after_fork)
 
 
-def _watch(folder: Path) -> None:
+def _watch() -> None:
     """The watchdog's loop (stdin is the pipe): on EOF, or SIGTERM, stop what it watches."""
 
     def terminate(signum: int, frame: object) -> None:
@@ -332,31 +328,30 @@ def _watch(folder: Path) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, terminate)
-    tokens: set[str] = set()
+    tokens: dict[str, Path] = {}  # token -> its record's path
     pending = b""
     try:
         while chunk := os.read(0, 4096):
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                token = line[1:].decode()
+                token, _, path = line[1:].decode().partition("\t")
                 if line.startswith(b"+"):
-                    tokens.add(token)
+                    tokens[token] = Path(path)
                 elif line.startswith(b"-"):
-                    tokens.discard(token)
+                    tokens.pop(token, None)
     except SystemExit:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the job
     records = []
-    for token in tokens:
+    for path in tokens.values():
         with contextlib.suppress(OSError, ValueError):
-            records.append(json.loads(_entry(token, folder).read_text()))
-    known = [tuple(pid) for record in records for pid in record.get("pids", ())]
-    stop_processes(tokens, known)
+            records.append(json.loads(path.read_text()))
+    stop_processes(tokens, [tuple(pid) for record in records for pid in record.get("pids", ())])
     for record in records:
         _remove(record.get("remove", ()))
-    for token in tokens:
-        _entry(token, folder).unlink(missing_ok=True)
+    for path in tokens.values():
+        path.unlink(missing_ok=True)
 
 
 # ----------------------------------------------------------------------- services
@@ -398,9 +393,9 @@ class Owned:
         ``options['env']`` (this environment if absent) and, unless told otherwise, a session
         of its own. The watchdog and the registry know of it before it starts."""
         if self._entry is None:
-            self._entry = _entry(self.token)
+            self._entry = registry() / f"{self.token}.json"
             _write(self._entry, self._record())
-            _WATCHDOG.watch(self.token)
+            _WATCHDOG.watch(self.token, self._entry)
         options["env"] = self.env(options.get("env"))
         options.setdefault("start_new_session", True)
         try:
@@ -440,4 +435,4 @@ class Owned:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--watch"]:
-    _watch(Path(sys.argv[2]))
+    _watch()

