@@ -1,6 +1,7 @@
 """`xroute.bench.owned`: no service outlives the run that started it. A pytest run killed with
 SIGKILL or SIGTERM while its SeaweedFS runs leaves nothing; the registry stops the services of
-dead owners only, by their tag, never a pid that was reused; an epmd in use is spared."""
+dead owners only (at each pytest session start too), by their tag, never a pid that was reused;
+an epmd in use is spared."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.services.cluster import REPO, driver_env
 from tests.services.hold_service import alive, kill_held
 from xroute.bench import owned
 from xroute.bench.owned import Owned, reap_orphans, start_time
@@ -113,6 +115,21 @@ def test_a_reused_pid_is_never_killed(tmp_path: Path) -> None:
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_pytest_run_reaps_at_its_start(tmp_path: Path) -> None:
+    # tests/conftest.py reaps the registry when a session starts (collecting only, here).
+    service, started = _sleeper("test-reaped-by-pytest")
+    _record(tmp_path, "test-reaped-by-pytest", _dead_owner(), [[service.pid, started]])
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "tests/services/hold_service.py"],
+        cwd=REPO, env=driver_env({"XROUTE_OWNED_DIR": str(tmp_path)}), capture_output=True,
+        text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _gone(service)
+    assert list(tmp_path.iterdir()) == []
 
 
 _OWNER = """
