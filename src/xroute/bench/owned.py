@@ -3,7 +3,7 @@
 The test fixtures and ``xroute bench`` start services in sessions of their own: SeaweedFS, a
 Spark Connect server, a standalone cluster, private RabbitMQ and Redis nodes, ``xroute serve``.
 A run killed by a timeout or SIGKILL never reached their ``stop`` and left them running (JVMs
-for hours). Every starter goes through `Owned.popen`, which gives two guarantees:
+for hours). Every starter goes through `Owned.popen`, which adds:
 
 - **A tag.** Each process of a service carries ``XROUTE_OWNED=<token>`` in its environment,
   a random token per service, inherited by whatever the service starts (the JVM behind a
