@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import re
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -221,6 +223,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return jvm_scope(nodeid)
 
     return JvmGroupScheduling(config, log)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop what killed runs left (services whose starter is gone: `xroute.bench.owned`), in
+    the controller and in each worker alike (the registry is safe to race), and let SIGTERM (a
+    timeout) end the run as Ctrl-C does: fixtures' finalizers stop what they started."""
+    from xroute.bench.owned import reap_orphans
+
+    reap_orphans()
+    if threading.current_thread() is threading.main_thread():
+        _SIGTERM_BEFORE.append(signal.signal(signal.SIGTERM, _terminated))
+
+
+_SIGTERM_BEFORE: list[Any] = []
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Put back the SIGTERM handler of before the run (for runs inside a process)."""
+    while _SIGTERM_BEFORE:
+        signal.signal(signal.SIGTERM, _SIGTERM_BEFORE.pop())
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

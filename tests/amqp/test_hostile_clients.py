@@ -13,7 +13,6 @@ import resource
 import select
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from pamqp import commands as c
 from tests.amqp.hostile import RawClient, publish_frames
 from xroute.amqp import Broker
 from xroute.amqp.frames import method_frame
+from xroute.bench.owned import Owned
 
 ROOT = Path(__file__).parents[2]
 
@@ -224,7 +224,7 @@ def test_out_of_descriptors_the_broker_logs_once_and_healthy_clients_still_get_i
     log = tmp_path / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     with open(log, "w") as stderr:
-        server = subprocess.Popen(
+        server = Owned("xroute-serve").popen(
             [sys.executable, "-c", "from xroute.cli import main; main()", "serve", "--port",
              "0", "--handshake-timeout", "30"],
             stderr=stderr, env=env, preexec_fn=limit,

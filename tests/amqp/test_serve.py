@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pika
 
+from xroute.bench.owned import Owned
 from xroute.core.topology import Topology
 
 
@@ -23,7 +24,7 @@ def test_serve_loads_definitions_and_routes(tmp_path: Path):
     definitions = tmp_path / "defs.json"
     definitions.write_text(json.dumps(topology.to_definitions()))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
-    process = subprocess.Popen(
+    process = Owned("xroute-serve").popen(
         [sys.executable, "-c", "from xroute.cli import main; main()", "serve", "--port", "0", "--definitions",
          str(definitions), "--rabbitmq", "3.10", "--user", "app:secret"],
         stderr=subprocess.PIPE, text=True, env=env,
@@ -51,7 +52,7 @@ def test_serve_warns_beyond_loopback_and_refuses_blank_passwords():
     blank = subprocess.run(serve + ["--user", "app:"], capture_output=True, text=True, env=env,
                            timeout=60)
     assert blank.returncode == 2 and "blank password" in blank.stderr, blank.stderr
-    process = subprocess.Popen(serve + ["--host", "0.0.0.0"], stderr=subprocess.PIPE, text=True,
+    process = Owned("xroute-serve").popen(serve + ["--host", "0.0.0.0"], stderr=subprocess.PIPE, text=True,
                                env=env)
     try:
         start, warning = process.stderr.readline(), process.stderr.readline()

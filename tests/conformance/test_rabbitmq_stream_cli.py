@@ -32,6 +32,7 @@ import pytest
 
 from tests.conformance.streams import publish_091, stream_node
 from xroute import Topology
+from xroute.bench.owned import Owned
 from xroute.bench.rabbitmq import connect
 from xroute.core.values import long, short
 from xroute.pipeline.stream_commit import MARKERS, committed_batches, committed_files
@@ -210,7 +211,7 @@ def start_stream(arguments: list[str], log) -> subprocess.Popen:
     """``xroute`` with ``arguments`` (a stream) in its own session, a batch every 200 ms, its
     output to ``log``: the driver the crash tests kill."""
     with log.open("w") as sink:
-        return subprocess.Popen(cli(*arguments, "--trigger-interval", "200ms"), stdout=sink,
+        return Owned("driver").popen(cli(*arguments, "--trigger-interval", "200ms"), stdout=sink,
                                 stderr=subprocess.STDOUT, env=cli_env(),
                                 start_new_session=True)
 
@@ -336,7 +337,7 @@ def test_stream_outlives_the_node_restarted_under_it(node, tmp_path):
                  "--rabbitmq", "3.10"]
     log = tmp_path / "stream.log"
     with log.open("w") as sink:
-        process = subprocess.Popen(cli(*arguments), stdout=sink, stderr=subprocess.STDOUT,
+        process = Owned("driver").popen(cli(*arguments), stdout=sink, stderr=subprocess.STDOUT,
                                    env=cli_env(), start_new_session=True)
     target = locate(str(out))
     try:

@@ -26,6 +26,7 @@ import pytest
 from tests.conformance.broker import Mirror
 from tests.conformance.management import api
 from xroute import Topology
+from xroute.bench.owned import Owned
 from xroute.bench.rabbitmq import connect, private_node
 from xroute.sources.management import fetch_definitions
 from xroute.traces.capture import Capture
@@ -261,7 +262,7 @@ def test_the_capture_command_stops_on_sigterm_and_resumes_without_a_gap(traced, 
             channel.basic_publish(amqp.Message(b"c", message_id=f"c{i}"), "cap.x", "k")
 
     def capture() -> subprocess.Popen:
-        process = subprocess.Popen(
+        process = Owned("capture").popen(
             [xroute, "capture", url, "-o", str(out), "--queue", "xroute-cap-test",
              "--roll-records", "4", "--no-events"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.pipeline import data
+from xroute.bench.owned import Owned
 from xroute.cli import EXIT_INTERRUPTED
 
 pytestmark = pytest.mark.spark
@@ -34,7 +35,7 @@ def test_ctrl_c_while_routing_is_one_line_and_exit_130(tmp_path):
         "--no-progress",
     ]
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
-    process = subprocess.Popen(
+    process = Owned("driver").popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )
@@ -95,7 +96,7 @@ def test_ctrl_c_during_start_up_leaves_no_process_running(tmp_path, delay, remot
     ] + (["--remote", remote] if remote else [])
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
-    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+    process = Owned("driver").popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         time.sleep(delay)

@@ -18,6 +18,7 @@ import pytest
 from tests.pipeline import data
 from tests.services.seaweedfs import share_with_spark
 from xroute import OutputExists
+from xroute.bench.owned import Owned
 from xroute.spark.job import PipelineOptions, run_pipeline
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
@@ -111,7 +112,7 @@ def test_a_killed_driver_leaves_nothing_a_reader_would_take_for_output(spark, s3
     command = ["pipeline", "-d", definitions, "-m", messages, "-o", out, "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_GATEWAY_PORT"}
     script = Path(__file__).with_name("die_before_publish.py")
-    process = subprocess.Popen(
+    process = Owned("driver").popen(
         [sys.executable, str(script), *command],
         env=env,
         stdout=subprocess.PIPE,

@@ -28,6 +28,7 @@ from tests.pipeline.streams import (
     options,
 )
 from xroute import Topology
+from xroute.bench.owned import Owned
 from xroute.pipeline.stream_commit import MARKERS, committed_batches
 from xroute.sources.storage import locate
 from xroute.spark.stream import run_stream
@@ -115,7 +116,7 @@ class Crash:
         self.arguments += ["--checkpoint", str(tmp_path / "checkpoint")]
         self.log = tmp_path / "first.log"
         with self.log.open("w") as log:
-            self.first = subprocess.Popen(
+            self.first = Owned("driver").popen(
                 cli("stream", *self.arguments, *session, "--max-files", "1",
                     "--trigger-interval", "200ms"),
                 stdout=log,
@@ -222,7 +223,7 @@ def test_ctrl_c_stops_after_the_current_batch(spark, tmp_path):
     arguments = ["-d", str(definitions), "-m", str(source), "-o", out, "--max-files", "1"]
     arguments += ["--checkpoint", str(checkpoint), "--master", "local[2]"]
     log = (tmp_path / "first.log").open("w")
-    first = subprocess.Popen(
+    first = Owned("driver").popen(
         cli("stream", *arguments, "--trigger-interval", "1s"),
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -1,5 +1,6 @@
 """A Spark standalone cluster on 127.0.0.1, started from the classes the pyspark package ships:
-one master and one worker, stopped by their process groups whatever happens.
+one master and one worker, stopped with all they started whatever happens, even if the test
+process is killed (`xroute.bench.owned`).
 
 Split (``split=True``), the worker runs in its own mount namespace with a private tmpfs over
 /tmp (where pytest's ``tmp_path`` lives), over the checkout's ``src`` and the folder the venv
@@ -17,7 +18,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +25,8 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from xroute.bench.owned import Owned
 
 START_TIMEOUT_S = 90  # the master to listen and the worker to register (JVMs, a loaded machine)
 REPO = Path(__file__).resolve().parents[2]
@@ -90,19 +92,6 @@ def wait_for(
                 return
         time.sleep(0.5)
     raise ClusterFailed(f"timed out after {timeout:.0f} s waiting for {what}: {tail(log)}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """Stop a process we started, by its PID (and the executors it started, in its group)."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=20)
 
 
 def driver_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -191,6 +180,7 @@ class StandaloneCluster:
         self.hidden: list[Path] = []
         self.startup_seconds: float | None = None
         self._started: list[subprocess.Popen[bytes]] = []
+        self._owned = Owned("spark-cluster", self.workdir)
 
     def _worker_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
@@ -280,11 +270,7 @@ class StandaloneCluster:
                     "--webui-port",
                     str(self.ui_port),
                 ]
-                self._started.append(
-                    subprocess.Popen(
-                        master, env=env, stdout=sink, stderr=sink, start_new_session=True
-                    )
-                )
+                self._started.append(self._owned.popen(master, env=env, stdout=sink, stderr=sink))
             wait_for(
                 lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 is None,
@@ -294,13 +280,12 @@ class StandaloneCluster:
             )
             with self.worker_log.open("wb") as sink:
                 self._started.append(
-                    subprocess.Popen(
+                    self._owned.popen(
                         self._worker_command(),
                         env=env,
                         stdout=sink,
                         stderr=sink,
                         stdin=subprocess.DEVNULL,
-                        start_new_session=True,
                     )
                 )
             wait_for(self._registered, "the worker to register", self._started, self.worker_log)
@@ -331,9 +316,10 @@ class StandaloneCluster:
         )
 
     def stop(self) -> None:
-        """Stop the worker (and its executors), then the master, by their process groups."""
+        """Stop the worker, its executors and the master (SIGTERM, SIGKILL after a grace)."""
+        self._owned.stop(grace=20)
         while self._started:
-            stop(self._started.pop())
+            self._started.pop().wait(timeout=20)
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()

@@ -35,6 +35,7 @@ from xroute.amqp.frames import (
     content_frames,
     method_frame,
 )
+from xroute.bench.owned import Owned
 
 # Eight words, none in the seed vocabulary (w0..w999): deep enough for the seed mix's '#'
 # bindings to be walked at every word, as the seed articles' keys of up to 8 parts were.
@@ -56,7 +57,8 @@ def xroute_serve() -> Iterator[tuple[str, float]]:
     URL and the seconds until it listened (Python's start and imports included)."""
     src = str(Path(__file__).resolve().parents[2])
     began = time.perf_counter()
-    process = subprocess.Popen(
+    owned = Owned("xroute-serve")
+    process = owned.popen(
         [sys.executable, "-c", "from xroute.cli import main; main()", "serve", "--port", "0"],
         stderr=subprocess.PIPE, text=True, env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
     )
@@ -68,7 +70,7 @@ def xroute_serve() -> Iterator[tuple[str, float]]:
             raise CheckFailed(f"xroute serve did not start: {line!r}")
         yield f"amqp://guest:guest@{found.group(1)}/", seconds
     finally:
-        process.terminate()
+        owned.stop(grace=10)
         process.wait(10)
 
 

@@ -1,7 +1,8 @@
 """A private Spark Connect server for tests and benchmarks: the script the pyspark package
 ships (``sbin/start-connect-server.sh``), on a free loopback port, with private pid, log and
-scratch folders, run in the foreground as a child of this process and stopped by its process
-group whatever happens (never through a pid file).
+scratch folders, run in the foreground as a child of this process and stopped with every process
+it started whatever happens (never through a pid file), even if this process is killed
+(`xroute.bench.owned`).
 
 Its Python workers run the client's functions: they use this Python and import the xroute this
 process imports (its ``sys.path`` is their ``PYTHONPATH``).
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -20,11 +20,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from xroute.bench.owned import Owned
 from xroute.bench.seaweedfs import free_ports
 
 # A JVM, Spark's jars and the Connect service on a shared, loaded 2-core machine: 10-25 s
 # when idle, several times that under load.
 START_TIMEOUT_S = 240
+STOP_GRACE_S = 30  # the JVM's shutdown hooks
 
 
 class ConnectUnavailable(RuntimeError):
@@ -51,6 +53,7 @@ class ConnectServer:
         self.log = self.workdir / "connect-server.log"
         self.startup_seconds: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._owned = Owned("spark-connect", self.workdir)
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
@@ -84,13 +87,8 @@ class ConnectServer:
         for key, value in settings.items():
             command += ["--conf", f"{key}={value}"]
         with self.log.open("wb") as sink:
-            self._process = subprocess.Popen(
-                command,
-                env=self._env(),
-                stdout=sink,
-                stderr=sink,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own group: the JVM and its Python workers
+            self._process = self._owned.popen(
+                command, env=self._env(), stdout=sink, stderr=sink, stdin=subprocess.DEVNULL
             )
         try:
             self._wait_for_port()
@@ -126,25 +124,18 @@ class ConnectServer:
             return f"(no log at {self.log})"
 
     def stop(self) -> None:
-        """Stop the server (its JVM and Python workers: its whole process group)."""
+        """Stop the server: its JVM and Python workers, every process it started (SIGTERM,
+        SIGKILL after a grace)."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+        self._owned.stop(STOP_GRACE_S)
+        if process is not None:
             process.wait(timeout=30)
 
     def kill(self) -> None:
-        """SIGKILL the server's whole process group at once, as a crash would (for tests that
-        kill the driver); `stop` then only reaps it."""
-        if self._process is not None and self._process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._process.pid, signal.SIGKILL)
+        """SIGKILL every process of the server at once, as a crash would (for tests that kill
+        the driver); `stop` then only reaps it."""
+        if self._process is not None:
+            self._owned.kill()
 
     def __enter__(self) -> ConnectServer:
         return self.start()

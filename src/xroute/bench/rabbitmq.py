@@ -1,5 +1,6 @@
 """A real RabbitMQ for conformance tests and benchmarks: one that is already there, or a private
-node started on loopback (Debian's rabbitmq-server, installed if absent) and stopped afterwards.
+node started on loopback (Debian's rabbitmq-server, installed if absent) and stopped afterwards,
+even if this process is killed (`xroute.bench.owned`).
 
 ``python -m xroute.bench.rabbitmq [--private] [--plugins] -- COMMAND...`` runs COMMAND with
 ``XROUTE_AMQP_URL`` set to the broker, and stops a broker it started whatever COMMAND does.
@@ -18,14 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from xroute.bench.debian import server_program
+from xroute.bench.owned import Owned
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 START_TIMEOUT_S = 90  # a cold Erlang VM plus RabbitMQ's boot steps take 5-20 s here
@@ -188,7 +189,9 @@ def private_node(
                 shutil.chown(path, "rabbitmq", "rabbitmq")
     output = open(workdir / "server.out", "wb")  # noqa: SIM115 (closed in finally)
     print(f"rabbitmq: starting a private node {node} on 127.0.0.1:{port}", file=sys.stderr)
-    process = subprocess.Popen([server], env=env, stdout=output, stderr=subprocess.STDOUT)
+    owned = Owned("rabbitmq", workdir, remove=[workdir])
+    # Its own session; as root, Debian's wrapper runs it through su, in a session of su's own.
+    process = owned.popen([server], env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not amqp_answers("127.0.0.1", port):
@@ -215,11 +218,10 @@ def private_node(
             subprocess.run([ctl, "-n", node, "stop"], env=env, capture_output=True, timeout=60)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=30)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        # What the stop left (the VM if it hung, an epmd it started if unused), and the folder.
+        owned.stop()
+        process.wait()
         output.close()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _enable_plugins(env: dict[str, str], names: tuple[str, ...]) -> None:

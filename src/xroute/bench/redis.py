@@ -1,12 +1,11 @@
 """A real Redis for kombu's Redis transport in tests and benchmarks: the one answering on
 127.0.0.1:6379, else a private ``redis-server`` on a free loopback port (installed from Debian
-if absent), stopped afterwards."""
+if absent), stopped afterwards, even if this process is killed (`xroute.bench.owned`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from xroute.bench.debian import server_program
+from xroute.bench.owned import Owned
 
 DEFAULT_PORT = 6379
 START_TIMEOUT_S = 20  # redis-server answers within a second here; a cold disk may be slower
@@ -53,7 +53,8 @@ def private_redis() -> Iterator[str]:
     port = _free_port()
     workdir = Path(tempfile.mkdtemp(prefix="xroute-redis-"))
     print(f"redis: starting a private redis-server on 127.0.0.1:{port}", file=sys.stderr)
-    process = subprocess.Popen(
+    owned = Owned("redis", workdir, remove=[workdir])
+    process = owned.popen(
         [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
          "--dir", str(workdir), "--logfile", str(workdir / "redis.log")],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
@@ -69,13 +70,8 @@ def private_redis() -> Iterator[str]:
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         print(f"redis: stopping the private redis-server on port {port}", file=sys.stderr)
-        process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        owned.stop(grace=10)  # and its folder
+        process.wait()
 
 
 @contextlib.contextmanager

