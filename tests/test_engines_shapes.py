@@ -261,3 +261,21 @@ def test_the_kernel_unites_exact_key_and_wildcard_answers(pairs, probe, engine, 
     walks them all. Equal to reference, on keys that match and keys that do not."""
     with mock.patch.object(compiled, "LITERAL_TABLE_OVER", table_over):
         assert_engine_equals_reference(engine, pairs, probe)
+
+
+def test_wildcard_entries_of_one_destination_share_its_set():
+    """EMQX's shape in a plain matcher: filters of one queue each, many filters a queue. Every
+    key a filter of queue ``q`` matches gets ``q``'s one frozenset (a batch numbers a set per
+    queue, not a set per key read cold), through unbinds and re-binds, and answers stay exact."""
+    matcher = TopicMatcher()
+    for device in range(40):
+        matcher.add(f"device.{device}.*.1.#", f"q{device % 4}")
+    first, second = matcher.match("device.0.a.1"), matcher.match("device.4.b.1.x")
+    assert first == {"q0"} and first is second
+    matcher.add("device.4.*.1.#", "q1")  # two destinations: a set of its own
+    assert matcher.match("device.4.c.1") == {"q0", "q1"}
+    matcher.remove("device.4.*.1.#", "q0")  # one again: the queue's shared set
+    assert matcher.match("device.4.d.1") is matcher.match("device.1.d.1")
+    offsets, ids = matcher.match_many_ids(["device.8.a.1", "device.5.a.1", "device.9.a.2"])
+    names = matcher.destinations()
+    assert [names[i] for i in ids.tolist()] == ["q0", "q1"] and offsets.tolist() == [0, 1, 2, 2]

@@ -24,7 +24,10 @@ lookup per word in the DFA. The rule, also in docs/engines.md:
   trie walk), made once the batch keys reach a key per `AUTO_FLATTEN_NODES_PER_KEY` trie
   nodes and a key per `AUTO_FLATTEN_LITERALS_PER_KEY` entries of its table (literal keys and
   shape entries). Smaller batches, and batches right after a change: the memo and the DFA (or the
-  shapes), flattened by `TopicMatcher` (one id array per distinct frozenset).
+  shapes), flattened by `TopicMatcher` (one id array per distinct frozenset). Where every
+  wildcard pattern is '#' alone (queues that take everything, beside literal bindings), no
+  kernel: each key is its literal entry's look-up, each distinct entry numbered once
+  (`_catch_all_ids`).
 
 The memo is bounded (`AUTO_MEMO_MAX_KEYS`, `AUTO_MEMO_MAX_CELLS`) and dropped whole on any
 binding change: the DFA below is invalidated precisely and stays warm, so refilling the memo
@@ -36,17 +39,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
 
 from xroute.core.keys import HASH, STAR, split_words
+from xroute.engines import key_memo
 from xroute.engines.base import EMPTY, Words, register
 from xroute.engines.catch_all import CatchAllShadow, floor_of
 from xroute.engines.compiled import LITERAL_TABLE_OVER, BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
+from xroute.engines.frozen_sets import STALE
 from xroute.engines.literal import LiteralIndex, is_literal
 from xroute.engines.shapes import ShapeIndex, match_nothing
 from xroute.engines.trie import TrieEngine
@@ -152,6 +157,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         # when bound (a matcher that numbers destinations from the start); None otherwise.
         self._literal_ids: dict[str, int] | None = {}
         self._literal_id_keys = 0  # keys answered that way (`stats`)
+        self._catch_all_keys = 0  # batch keys answered by `_catch_all_ids` (`stats`)
         # The wildcard patterns by shape as well (xroute.engines.shapes): while they have few
         # shapes, a key's wildcard answer is a dict lookup per shape, and the DFA is not used.
         # (made again from the trie after it dropped its entries for having too many shapes)
@@ -712,6 +718,10 @@ class AutoEngine(BatchKernel, DfaEngine):
             self._flush_pending()
         if self._unshadowed:
             self._unshadow()
+        if self._by_shape is not None and self._numbering is not None:
+            found = self._catch_all_ids(keys)
+            if found is not None:
+                return found
         size = len(keys)
         current = self._flat if self._by_shape is None else self._flat_shapes
         if size >= AUTO_BATCH_MIN and self._kernel_worth(size, current is not None):
@@ -730,6 +740,54 @@ class AutoEngine(BatchKernel, DfaEngine):
         self._dfa_batches += 1
         return None
 
+    def _catch_all_ids(self, keys: Any) -> tuple[np.ndarray, np.ndarray] | None:
+        """`match_many_ids` where every wildcard pattern matches every key (each is '#' alone,
+        or '#'s only: a queue that takes everything, beside literal bindings), else None.
+
+        A key's answer is then the catch-all set united with its literal entry, so the batch
+        is one C look-up a key (`map` over the literal index), and each distinct literal
+        entry is numbered once, not each key's answer matched, united and made ids; nor are
+        the shape kernel's tables made (seed-100k, every queue bound with '#': 20-25 ms,
+        within a first pass of 20k new keys)."""
+        shapes = self._shapes.shapes()
+        if not shapes or any(shape.min_words or shape.exact or shape.positions
+                             for shape in shapes):
+            return None
+        numbering = self._numbering
+        every = self.match_wildcards("")  # what '#' answers: the same for every key
+        every_ids = [numbering[destination] for destination in every]  # type: ignore[index]
+        if not isinstance(keys, list):
+            keys = keys.to_pylist()
+        literal = self._literal
+        found = list(map(literal._frozen.get, keys))
+        if STALE in found:  # a large key's set not frozen yet: one object shared by many keys
+            found = [literal._sets.get(key) if members is STALE else members
+                     for key, members in zip(keys, found)]
+        # Answer 0 is the catch-all's; a literal entry that adds to it gets one of its own,
+        # made once for every key that shares the entry's object.
+        number_of = {id(None): 0}
+        answers = [every_ids]
+        for identity, members in dict(zip(map(id, found), found)).items():
+            if members is None:
+                continue
+            if members.__class__ is not frozenset:  # a destination kept bare
+                members = (members,)
+            elif members <= every:  # (a subset test in C: most often so beside '#')
+                number_of[identity] = 0
+                continue
+            extra = [numbering[each] for each in members  # type: ignore[index]
+                     if each not in every]
+            number_of[identity] = len(answers) if extra else 0
+            if extra:
+                answers.append(every_ids + extra)
+        numbers = np.fromiter(map(number_of.__getitem__, map(id, found)), dtype=np.int32,
+                              count=len(found))
+        starts = np.zeros(len(answers) + 1, dtype=np.int64)
+        np.cumsum([len(answer) for answer in answers], out=starts[1:])
+        pool = np.fromiter(chain.from_iterable(answers), dtype=np.int32, count=int(starts[-1]))
+        self._catch_all_keys += len(keys)
+        return key_memo.kernel().lay_out(numbers, starts, pool)
+
     def stats(self) -> dict[str, Any]:
         if self._pending_patterns is not None:  # the figures of the indexes as read
             self._flush_pending()
@@ -740,6 +798,7 @@ class AutoEngine(BatchKernel, DfaEngine):
             "auto_kernel_batches": self._kernel_batches,
             "auto_dfa_batches": self._dfa_batches,
             "auto_literal_id_keys": self._literal_id_keys,
+            "auto_catch_all_keys": self._catch_all_keys,
             "auto_memo_keys": len(self._memo),
             "auto_memo_cells": self._memo_cells,
             "auto_memo_clears": self._memo_clears,

@@ -95,7 +95,12 @@ class _Shape:
         # for `ShapeIndex.match_bare` to join inline.
         self.pick: Any = _nothing if not positions else itemgetter(*positions)
         self.take: Any = self.pick if len(positions) <= 1 else _joined(self.pick)
-        self.entries = FrozenSets(FREEZE_NOW, bare_singletons=bare_singletons)
+        # An entry of one destination shares that destination's frozenset with the shape's
+        # other such entries (where destinations are not kept bare): EMQX's 80k filters lead
+        # to 80 queues, so a batch's first pass numbers 80 sets, hot in cache, not a set of
+        # its own a key read cold (`TopicMatcher._flatten`), and 80k frozensets are not kept.
+        self.entries = FrozenSets(FREEZE_NOW, share_singletons=not bare_singletons,
+                                  bare_singletons=bare_singletons)
         self.frozen = self.entries.frozen  # read inline by `lookup` and the one-shape matcher
 
     def literal_entries(self) -> Iterator[tuple[tuple[str, ...], Collection[Hashable]]]:
