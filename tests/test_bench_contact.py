@@ -8,6 +8,7 @@ import gc
 import pytest
 
 from xroute.bench import broker_route, contact
+from xroute.bench.contact_plots import markdown
 from xroute.bench.shapes import Shape, broadcast, mqtt
 from xroute.engines import TopicMatcher
 
@@ -139,3 +140,30 @@ def test_goals_judge_change_and_bind_rate_and_the_run_judges_scale():
     assert first["measured"] == 1.5 and first["met"]
     assert contact.shape_at("mqtt-10k", 0.01).name == "mqtt-10k"
     assert len(contact.shape_at("mqtt-10k", 0.01).bindings) == 10_000
+
+
+def test_the_bind_rate_comes_with_the_collectors_passes_within_the_binds():
+    """At 1M MQTT subscriptions the bind rate against 10k is set by the collector's full
+    passes (issue 36 goal 6): the bench counts and times each generation's passes within
+    the binds (`CollectorPasses`) and the scale goal shows the full ones of both sizes."""
+    with contact.CollectorPasses() as passes:
+        gc.collect()
+        gc.collect(0)
+    (young, _), _, (full, full_s) = passes.passes
+    assert young == 1 and full == 1 and full_s > 0
+    gc.collect()  # out of the block: no longer counted
+    assert passes.passes[2][0] == 1
+    entry = contact.measure_shape(_small(), repeats=1_000)
+    assert len(entry["bind_collections"]) == 3
+    assert all(count >= 0 and spent >= 0 for count, spent in entry["bind_collections"])
+    small = {"shape": "mqtt-10k", "bindings": 10_000, "bind_per_s": 200_000.0,
+             "route_first": {"mean_us": 2.0},
+             "bind_collections": [[15, 0.001], [1, 0.002], [0, 0.0]]}
+    large = {"shape": "mqtt", "bindings": 1_000_000, "bind_per_s": 120_000.0,
+             "route_first": {"mean_us": 3.0},
+             "bind_collections": [[1_400, 0.1], [130, 0.1], [3, 1.3]]}
+    bind, _ = contact.scale_goals([small, large])
+    assert bind["full_collections"] == [[0, 0.0], [3, 1.3]]
+    text = markdown({"contact": [], "scale": [bind]})
+    assert "0.60, wanted >= 1, NOT met (full collections within the binds: 0 taking 0 ms, " \
+           "against 3 taking 1,300 ms)" in text

@@ -93,7 +93,13 @@ def markdown(results: dict[str, Any]) -> str:
                          f"{g['goal']} ({g['measured']:.2f}, wanted {g['wanted']:g})"
                          for g in missed) if missed else ""))
     for goal in results.get("scale", []):  # over the run (`xroute.bench.contact.scale_goals`)
-        lines.append(f"- scale: {goal['goal']}: {goal['measured']:.2f}, wanted "
-                     f"{'>=' if 'bind' in goal['goal'] else '<='} {goal['wanted']:g}, "
-                     f"{'met' if goal['met'] else 'NOT met'}")
+        line = (f"- scale: {goal['goal']}: {goal['measured']:.2f}, wanted "
+                f"{'>=' if 'bind' in goal['goal'] else '<='} {goal['wanted']:g}, "
+                f"{'met' if goal['met'] else 'NOT met'}")
+        if "full_collections" in goal:
+            (small, small_s), (large, large_s) = goal["full_collections"]
+            line += (f" (full collections within the binds: {small:.0f} taking "
+                     f"{small_s * 1e3:,.0f} ms, against {large:.0f} taking "
+                     f"{large_s * 1e3:,.0f} ms)")
+        lines.append(line)
     return "\n".join(lines) + "\n"
