@@ -51,7 +51,6 @@ from xroute.engines.catch_all import CatchAllShadow, floor_of
 from xroute.engines.compiled import LITERAL_TABLE_OVER, BatchKernel
 from xroute.engines.dfa import DfaEngine
 from xroute.engines.flat_shapes import FlatShapes
-from xroute.engines.frozen_sets import STALE
 from xroute.engines.literal import LiteralIndex, is_literal
 from xroute.engines.shapes import ShapeIndex, match_nothing
 from xroute.engines.trie import TrieEngine
@@ -758,11 +757,7 @@ class AutoEngine(BatchKernel, DfaEngine):
         every_ids = [numbering[destination] for destination in every]  # type: ignore[index]
         if not isinstance(keys, list):
             keys = keys.to_pylist()
-        literal = self._literal
-        found = list(map(literal._frozen.get, keys))
-        if STALE in found:  # a large key's set not frozen yet: one object shared by many keys
-            found = [literal._sets.get(key) if members is STALE else members
-                     for key, members in zip(keys, found)]
+        found = self._literal.entries(keys)
         # Answer 0 is the catch-all's; a literal entry that adds to it gets one of its own,
         # made once for every key that shares the entry's object.
         number_of = {id(None): 0}

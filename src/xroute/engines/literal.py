@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Iterator
 
 from xroute.core.keys import HASH, STAR
-from xroute.engines.frozen_sets import FrozenSets
+from xroute.engines.frozen_sets import STALE, FrozenSets
 
 # A key with more destinations than this keeps them in a set, frozen on its next route.
 _FREEZE_NOW = 8
@@ -89,6 +89,17 @@ class LiteralIndex:
                 self._unions.clear()
             union = self._unions[pair] = literal | found
         return union
+
+    def entries(self, keys: list[str]) -> list[Collection[Hashable] | Hashable | None]:
+        """Each key's destinations as kept, in the order of ``keys``: a frozenset, a member
+        kept bare, or None where the key has no literal binding. One C look-up a key; keys
+        bound alike share one object, so a batch numbers each distinct entry once."""
+        found = list(map(self._frozen.get, keys))
+        if STALE in found:  # a large key's set not frozen yet
+            get = self._sets.get
+            found = [get(key) if members is STALE else members
+                     for key, members in zip(keys, found)]
+        return found
 
     def holds(self, key: str, destination: Hashable) -> bool:
         """Whether ``destination`` is bound to ``key``."""
